@@ -1,0 +1,186 @@
+"""Slots: the places in live Python objects where arrays sit, so they can be swapped and rebound.
+
+`walk(root)` visits a list of arguments the way `jax.tree_util` would flatten them (layers through
+`@layer`'s field order, lists, tuples, dicts, any other pytree) and returns, for each array leaf, a
+`Slot` that can read and rebind it in place: an attribute of a layer, an item of a list or dict, or a
+position inside an immutable tuple or pytree below one of those (rebuilt on write). A layer object
+reached twice (a tied layer) is walked once. The walk also returns a hashable signature of everything
+static, which is what `fluxjax.jit` caches on.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import numpy as np
+
+from .functors import _LAYER_TYPES, _flatten_fields, state_fields
+
+_NUMBER = (int, float, complex, np.number, np.bool_)
+
+# Leaf roles, as seen by `gradient`.
+PARAM, STATE, OTHER = 0, 1, 2
+
+
+class Slot:
+    """A rebindable location: `owner.key` (layer attribute) or `owner[key]`, then `[p]` along `path`."""
+
+    __slots__ = ("owner", "key", "attr", "path")
+
+    def __init__(self, owner, key, attr, path=()):
+        # attr: True for a layer attribute, False for an item, "cell" for a closure cell.
+        self.owner, self.key, self.attr, self.path = owner, key, attr, path
+
+    def ident(self):
+        return (id(self.owner), self.key, self.path)
+
+    def get_base(self):
+        if self.attr is True:
+            return self.owner.__dict__[self.key]
+        if self.attr is False:
+            return self.owner[self.key]
+        return self.owner.cell_contents
+
+    def set_base(self, value):
+        if self.attr is True:
+            self.owner.__dict__[self.key] = value
+        elif self.attr is False:
+            self.owner[self.key] = value
+        else:
+            self.owner.cell_contents = value
+
+    def get(self):
+        v = self.get_base()
+        for p in self.path:
+            v = _index(v, p)
+        return v
+
+    def set(self, value):
+        if self.path:
+            value = _replace(self.get_base(), self.path, value)
+        self.set_base(value)
+
+
+def _index(v, p):
+    if isinstance(p, tuple):  # ("tree", treedef, i): a leaf of an opaque pytree node
+        return jax.tree_util.tree_leaves(v)[p[2]]
+    return v[p]
+
+
+def _replace(base, path, value):
+    p, rest = path[0], path[1:]
+    if isinstance(p, tuple):
+        leaves, treedef = jax.tree_util.tree_flatten(base)
+        leaves[p[2]] = _replace(leaves[p[2]], rest, value) if rest else value
+        return treedef.unflatten(leaves)
+    items = list(base)
+    items[p] = _replace(items[p], rest, value) if rest else value
+    if hasattr(base, "_fields"):
+        return type(base)(*items)
+    return type(base)(items)
+
+
+class Walk:
+    """Result of `walk`: `leaves`, their `slots`, `roles` (PARAM/STATE/OTHER) and `signature`."""
+
+    __slots__ = ("leaves", "slots", "roles", "signature", "layers", "paths")
+
+    def __init__(self, paths):
+        self.leaves: list[Any] = []
+        self.slots: list[Slot] = []
+        self.roles: list[int] = []
+        self.layers: dict[int, int] = {}
+        self.paths: list[str] | None = [] if paths else None
+
+
+def walk(root: list, paths: bool = False) -> Walk:
+    """Walk a mutable list of values; see the module docstring. `paths=True` also names each leaf
+    (`"0.layers[1].weight"`, the first component being the index in `root`)."""
+    w = Walk(paths)
+    leaves, slots, roles, layers, names = w.leaves, w.slots, w.roles, w.layers, w.paths
+    sig: list[Any] = []
+    ps: list[str] = []  # path components, maintained only when paths=True
+
+    def visit(owner, key, attr, path, v, role, numbers=True):
+        t = type(v)
+        if t in _LAYER_TYPES:
+            visit_layer(v)
+        elif isinstance(v, (jax.Array, np.ndarray)) or (numbers and isinstance(v, _NUMBER)):
+            leaves.append(v)
+            slots.append(Slot(owner, key, attr, path))
+            roles.append(role)
+            sig.append(_leaf_sig(v))
+            if names is not None:
+                names.append("".join(ps))
+        elif v is None:
+            sig.append(None)
+        elif t is list or t is dict:
+            items = v.items() if t is dict else enumerate(v)
+            if t is dict:
+                items = sorted(items, key=lambda kv: kv[0])
+            sig.append((t, tuple(k for k, _ in items) if t is dict else len(v)))
+            for k, e in items:
+                if names is not None:
+                    ps.append(f"[{k!r}]")
+                visit(v, k, False, (), e, role, numbers)
+                if names is not None:
+                    ps.pop()
+        elif isinstance(v, tuple):
+            sig.append((t, len(v)))
+            for i, e in enumerate(v):
+                if names is not None:
+                    ps.append(f"[{i}]")
+                visit(owner, key, attr, path + (i,), e, role, numbers)
+                if names is not None:
+                    ps.pop()
+        elif not numbers and isinstance(v, _NUMBER):
+            sig.append(("static", v))
+        else:
+            sub, treedef = jax.tree_util.tree_flatten(v, is_leaf=lambda z: type(z) in _LAYER_TYPES)
+            if treedef.num_nodes == 1 and treedef.num_leaves == 1 and sub and sub[0] is v:
+                sig.append(("static", v))  # an opaque non-pytree object: static
+                return
+            sig.append(treedef)
+            for i, e in enumerate(sub):
+                if names is not None:
+                    ps.append(f"<{i}>")
+                visit(owner, key, attr, path + (("tree", treedef, i),), e, role, numbers)
+                if names is not None:
+                    ps.pop()
+
+    def visit_layer(obj):
+        oid = id(obj)
+        if oid in layers:
+            sig.append(("tied", layers[oid]))
+            return
+        layers[oid] = len(layers)
+        _, _, aux = _flatten_fields(obj)
+        sig.append((type(obj), aux))
+        st = state_fields(obj)
+        tr = getattr(type(obj), "__fluxjax_trainable__", None)
+        d = obj.__dict__
+        for name, kind, _meta in aux:
+            if kind < 0:
+                continue
+            role = STATE if name in st else (PARAM if tr is None or name in tr else OTHER)
+            if names is not None:
+                ps.append("." + name)
+            visit(obj, name, True, (), d[name], role, False)
+            if names is not None:
+                ps.pop()
+
+    for i, v in enumerate(root):
+        if names is not None:
+            ps.append(str(i))
+        visit(root, i, False, (), v, PARAM)
+        if names is not None:
+            ps.pop()
+    w.signature = tuple(sig)
+    return w
+
+
+def _leaf_sig(v):
+    if isinstance(v, (jax.Array, np.ndarray)):
+        return None  # shape/dtype are jax.jit's business
+    return type(v)

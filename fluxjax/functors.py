@@ -1,0 +1,265 @@
+"""The layer system: `@layer`, pytree registration, `fmap`, `trainable`, state fields.
+
+A layer is a plain mutable Python object. `@layer` registers its class as a JAX pytree whose children
+are the fields holding arrays or sub-layers (also inside lists, tuples and dicts); every other field
+(activation functions, sizes, strides, Python numbers) is static and lives in the treedef. Which fields
+are children is decided per object from the values, so `bias=False` is static and `bias=array` a leaf.
+
+Flux's `trainable(m)` is the set of child fields an optimiser touches; `state` fields (BatchNorm's
+running statistics, Dropout's key) are children too, so they travel through `jax.jit` and checkpoints,
+but they are never trainable and never differentiated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import numpy as np
+from jax.tree_util import GetAttrKey
+
+_LAYER_TYPES: set[type] = set()
+
+
+def is_layer(x: Any) -> bool:
+    """True for an instance of a class decorated with `@layer`."""
+    return type(x) in _LAYER_TYPES
+
+
+def is_array(x: Any) -> bool:
+    return isinstance(x, (jax.Array, np.ndarray))
+
+
+def is_float_array(x: Any) -> bool:
+    return is_array(x) and np.issubdtype(x.dtype, np.inexact)
+
+
+def _is_dynamic(x: Any) -> bool:
+    return is_array(x) or type(x) in _LAYER_TYPES
+
+
+def _container_leaf(x: Any) -> bool:
+    return _is_dynamic(x) or x is None
+
+
+class _Static:
+    """Hashable, comparable wrapper for the static part of a layer (goes into the treedef)."""
+
+    __slots__ = ("value", "_hash")
+
+    def __init__(self, value):
+        self.value = value
+        try:
+            self._hash = hash(value)
+        except TypeError:
+            self._hash = hash(repr(value))
+
+    def __hash__(self):
+        return self._hash
+
+    def __eq__(self, other):
+        if not isinstance(other, _Static):
+            return False
+        try:
+            return bool(self.value == other.value)
+        except Exception:
+            return self.value is other.value
+
+
+def _split_container(v):
+    """Split a list/tuple/dict field into its dynamic leaves (arrays, layers) and a static skeleton."""
+    leaves, treedef = jax.tree_util.tree_flatten(v, is_leaf=_container_leaf)
+    dyn_pos = tuple(i for i, x in enumerate(leaves) if _is_dynamic(x))
+    if not dyn_pos:
+        return None
+    static = tuple(None if i in dyn_pos else x for i, x in enumerate(leaves))
+    return [leaves[i] for i in dyn_pos], (treedef, dyn_pos, _Static(static))
+
+
+def _flatten_fields(obj):
+    """Return (children, keys, aux). aux describes every field in order: (name, kind, meta)."""
+    children, keys, fields = [], [], []
+    for name, v in obj.__dict__.items():
+        if is_array(v) or type(v) in _LAYER_TYPES:
+            children.append(v)
+            keys.append(GetAttrKey(name))
+            fields.append((name, 0, None))
+        elif isinstance(v, (list, tuple, dict)) and (split := _split_container(v)) is not None:
+            dyn, meta = split
+            children.extend(dyn)
+            for i in range(len(dyn)):
+                keys.append(GetAttrKey(f"{name}[{i}]"))
+            fields.append((name, len(dyn), meta))
+        else:
+            fields.append((name, -1, _Static(v)))
+    return children, keys, tuple(fields)
+
+
+def _unflatten_fields(cls, fields, children):
+    obj = object.__new__(cls)
+    d = obj.__dict__
+    i = 0
+    for name, kind, meta in fields:
+        if kind == 0:
+            d[name] = children[i]
+            i += 1
+        elif kind > 0:
+            treedef, dyn_pos, static = meta
+            leaves = list(static.value)
+            for p in dyn_pos:
+                leaves[p] = children[i]
+                i += 1
+            d[name] = jax.tree_util.tree_unflatten(treedef, leaves)
+        else:
+            d[name] = meta.value
+    return obj
+
+
+def _register(cls):
+    def flatten_with_keys(obj):
+        children, keys, aux = _flatten_fields(obj)
+        return list(zip(keys, children)), aux
+
+    def flatten(obj):
+        children, _, aux = _flatten_fields(obj)
+        return children, aux
+
+    def unflatten(aux, children):
+        return _unflatten_fields(cls, aux, children)
+
+    jax.tree_util.register_pytree_with_keys(cls, flatten_with_keys, unflatten, flatten)
+    _LAYER_TYPES.add(cls)
+
+
+def layer(cls=None, *, trainable: tuple[str, ...] | None = None, state: tuple[str, ...] = ()):
+    """Class decorator making a user class a Flux layer (Flux's `@layer`).
+
+    ```python
+    @fluxjax.layer
+    class Affine:
+        def __init__(self, n):
+            self.W = fluxjax.glorot_uniform(n, n)
+            self.b = fluxjax.zeros32(n)
+        def __call__(self, x):
+            return self.W @ x + self.b[:, None]
+    ```
+
+    `trainable=("W",)` restricts what optimisers update (Flux's `trainable=`); `state=(...)` names fields
+    that are state (carried, saved, never trained or differentiated). Subclasses of a layer are layers.
+    """
+
+    def wrap(c):
+        if trainable is not None:
+            c.__fluxjax_trainable__ = tuple(trainable)
+        if state or not hasattr(c, "__fluxjax_state__"):
+            c.__fluxjax_state__ = tuple(state)
+        if "__repr__" not in c.__dict__:
+            from .show import layer_repr
+
+            c.__repr__ = layer_repr
+        _register(c)
+        orig_init_subclass = c.__dict__.get("__init_subclass__")
+
+        def __init_subclass__(sub, **kw):
+            if orig_init_subclass is not None:
+                orig_init_subclass.__func__(sub, **kw)
+            _register(sub)
+            if "__repr__" not in sub.__dict__:
+                from .show import layer_repr
+
+                sub.__repr__ = layer_repr
+
+        c.__init_subclass__ = classmethod(__init_subclass__)
+        return c
+
+    return wrap if cls is None else wrap(cls)
+
+
+def state_fields(x: Any) -> tuple[str, ...]:
+    return getattr(type(x), "__fluxjax_state__", ())
+
+
+def children(x: Any) -> dict[str, Any]:
+    """The child fields of a layer (arrays, sub-layers, containers of them), Functors' `children`."""
+    if not is_layer(x):
+        return {}
+    return {k: v for k, v in x.__dict__.items() if _has_dynamic(v)}
+
+
+def _has_dynamic(v) -> bool:
+    if _is_dynamic(v):
+        return True
+    if isinstance(v, (list, tuple)):
+        return any(_has_dynamic(e) for e in v)
+    if isinstance(v, dict):
+        return any(_has_dynamic(e) for e in v.values())
+    return False
+
+
+def trainable(x: Any) -> dict[str, Any]:
+    """The fields an optimiser updates: Flux's `trainable(m)` (children minus state, or `trainable=`)."""
+    if not is_layer(x):
+        return {}
+    names = getattr(type(x), "__fluxjax_trainable__", None)
+    st = state_fields(x)
+    ch = children(x)
+    if names is not None:
+        return {k: ch[k] for k in names if k in ch}
+    return {k: v for k, v in ch.items() if k not in st}
+
+
+def fmap(f: Callable[[Any], Any], x: Any, *, exclude: Callable[[Any], bool] | None = None) -> Any:
+    """Structure-preserving map over the arrays of `x` (Functors' `fmap`); returns new layers.
+
+    Shared (tied) arrays and layers are mapped once, so ties survive: `fmap(f32, m)`.
+    `exclude(node)` marks extra leaves to hand to `f` (default: arrays).
+    """
+    cache: dict[int, Any] = {}
+    is_leaf = exclude or is_array
+
+    def go(v):
+        if is_leaf(v):
+            if id(v) not in cache:
+                cache[id(v)] = (v, f(v))
+            return cache[id(v)][1]
+        if is_layer(v):
+            if id(v) in cache:
+                return cache[id(v)][1]
+            new = object.__new__(type(v))
+            cache[id(v)] = (v, new)
+            for k, e in v.__dict__.items():
+                new.__dict__[k] = go(e)
+            return new
+        if isinstance(v, tuple) and hasattr(v, "_fields"):
+            return type(v)(*(go(e) for e in v))
+        if isinstance(v, (list, tuple)):
+            return type(v)(go(e) for e in v)
+        if isinstance(v, dict):
+            return {k: go(e) for k, e in v.items()}
+        return v
+
+    return go(x)
+
+
+def modules(x: Any) -> list[Any]:
+    """Depth-first list of every layer in `x`, each once (Flux's `modules`)."""
+    out, seen = [], set()
+
+    def go(v):
+        if is_layer(v):
+            if id(v) in seen:
+                return
+            seen.add(id(v))
+            out.append(v)
+            for e in v.__dict__.values():
+                go(e)
+        elif isinstance(v, (list, tuple)):
+            for e in v:
+                go(e)
+        elif isinstance(v, dict):
+            for e in v.values():
+                go(e)
+
+    go(x)
+    return out

@@ -1,0 +1,35 @@
+"""The global default RNG, as Flux's `Random.default_rng()`: `seed_(n)` makes runs reproducible.
+
+Keys are raw `uint32[2]` JAX keys (`jax.random.PRNGKey`), so they are ordinary integer arrays:
+never differentiated, trivially saved and loaded.
+"""
+
+from __future__ import annotations
+
+import jax
+
+_key = None
+
+
+def seed_(n: int) -> None:
+    """Reset the global default key to `PRNGKey(n)` (Flux's `Random.seed!(n)`)."""
+    global _key
+    _key = jax.random.PRNGKey(n)
+
+
+def next_key() -> jax.Array:
+    """Split the global key and return a fresh subkey. Used eagerly (at construction time)."""
+    global _key
+    if _key is None:
+        seed_(0)
+    _key, sub = jax.random.split(_key)
+    return sub
+
+
+def resolve_key(rng) -> jax.Array:
+    """`rng=None` draws from the global key; an int seeds a key; a key array is used as is."""
+    if rng is None:
+        return next_key()
+    if isinstance(rng, int):
+        return jax.random.PRNGKey(rng)
+    return rng

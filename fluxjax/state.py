@@ -1,0 +1,280 @@
+"""The state thread: regions, train/test mode, `fluxjax.jit` and the pure `functional` view.
+
+Arrays are never mutated; what looks like mutation in Flux (BatchNorm's running statistics, Dropout's
+key, `update_`) is rebinding an attribute. Every rebinding goes through `rebind`. Outside any
+transformation it happens at once. Inside a *region* (the body of `gradient`, `fluxjax.jit`,
+`functional`'s `apply`) it is recorded: the region swaps the traced value in so later code sees it,
+returns it as an auxiliary output, restores every original when the body ends (also when it raises),
+and the caller commits the concrete values afterwards. No tracer is ever left in a model.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import jax
+
+from ._slots import PARAM, STATE, Slot, walk
+from .functors import is_float_array, modules
+
+_tls = threading.local()
+
+
+def _stack() -> list[Region]:
+    s = getattr(_tls, "stack", None)
+    if s is None:
+        s = _tls.stack = []
+    return s
+
+
+class Region:
+    """One transformed region. `differentiating` drives Flux's automatic train mode; `train` (when not
+    None) forces it; `rng` (when given) feeds random layers instead of their own keys."""
+
+    __slots__ = ("originals", "written", "differentiating", "train", "rng")
+
+    def __init__(self, differentiating: bool = False, train: bool | None = None, rng=None):
+        self.originals: dict[tuple, tuple[Slot, Any]] = {}
+        self.written: dict[tuple, Slot] = {}
+        self.differentiating = differentiating
+        self.train = train
+        self.rng = rng
+
+    def swap(self, slot: Slot, value) -> None:
+        k = (id(slot.owner), slot.key)
+        if k not in self.originals:
+            self.originals[k] = (slot, slot.get_base())
+        slot.set(value)
+
+    def write(self, slot: Slot, value) -> None:
+        self.swap(slot, value)
+        self.written[slot.ident()] = slot
+
+    def restore(self) -> None:
+        for slot, value in reversed(self.originals.values()):
+            slot.set_base(value)
+
+    def __enter__(self):
+        _stack().append(self)
+        return self
+
+    def __exit__(self, *exc):
+        _stack().pop()
+        self.restore()
+        return False
+
+    def take_key(self):
+        self.rng, sub = jax.random.split(self.rng)
+        return sub
+
+
+_TRACER_ERROR = (
+    "{what} tried to store a traced value outside fluxjax's transformations. This happens when a "
+    "model in train mode runs under a plain jax transformation (jax.jit, jax.grad, ...). Use "
+    "fluxjax.jit / fluxjax.gradient, the pure view fluxjax.functional(model), or testmode_(model)."
+)
+
+
+def rebind(obj: Any, name: str, value: Any) -> None:
+    """Rebind `obj.name = value` through the state thread (see the module docstring)."""
+    commit(Slot(obj, name, True), value, what=f"{type(obj).__name__}.{name}")
+
+
+def commit(slot: Slot, value: Any, what: str = "a layer") -> None:
+    s = _stack()
+    if s:
+        s[-1].write(slot, value)
+    elif isinstance(value, jax.core.Tracer):
+        raise RuntimeError(_TRACER_ERROR.format(what=what))
+    else:
+        slot.set(value)
+
+
+def is_active(layer: Any) -> bool:
+    """Flux's train/test decision: `layer.active` if set, else True inside a differentiated region."""
+    a = getattr(layer, "active", None)
+    if a is not None:
+        return bool(a)
+    for r in reversed(_stack()):
+        if r.train is not None:
+            return r.train
+        if r.differentiating:
+            return True
+    return False
+
+
+def within_gradient() -> bool:
+    """True inside `gradient`/`pullback`/`withgradient`/`train_` (NNlib's `within_gradient`)."""
+    return any(r.differentiating for r in _stack())
+
+
+def layer_key(layer: Any, field: str = "rng"):
+    """A fresh key for a random layer: from the region's `rng` when one was given, else split from
+    the layer's own key field (which then moves on, through the state thread)."""
+    for r in reversed(_stack()):
+        if r.rng is not None:
+            return r.take_key()
+    key, sub = jax.random.split(getattr(layer, field))
+    rebind(layer, field, key)
+    return sub
+
+
+def _set_mode(m: Any, mode) -> Any:
+    for lay in modules(m):
+        if "active" in lay.__dict__:
+            lay.__dict__["active"] = mode
+    return m
+
+
+def trainmode_(m: Any, mode: bool | str = True) -> Any:
+    """Put every Dropout/BatchNorm/... in `m` in train mode (Flux's `trainmode!`)."""
+    return testmode_(m, "auto" if mode == "auto" else not mode)
+
+
+def testmode_(m: Any, mode: bool | str | None = True) -> Any:
+    """Test mode (`True`), train mode (`False`) or automatic (`"auto"`/`None`), recursively."""
+    if mode == "auto" or mode is None:
+        return _set_mode(m, None)
+    if not isinstance(mode, bool):
+        raise ValueError(f"testmode_: mode must be True, False or 'auto', got {mode!r}")
+    return _set_mode(m, not mode)
+
+
+# ----------------------------------------------------------------------------------------------
+# fluxjax.jit
+
+
+class _Entry:
+    __slots__ = ("compiled", "extra_slots", "extra_index", "out_tree", "current")
+
+    def __init__(self):
+        self.extra_slots: list[Slot] = []
+        self.extra_index: dict[tuple, int] = {}
+        self.out_tree = None
+        self.current = None
+
+
+class Jitted:
+    """A function of models and arrays compiled with `jax.jit`; see `jit`."""
+
+    def __init__(self, fn: Callable, **jit_kwargs):
+        self.fn = fn
+        self.jit_kwargs = jit_kwargs
+        self._cache: dict[Any, _Entry] = {}
+        self.__wrapped__ = fn
+        self.__doc__ = getattr(fn, "__doc__", None)
+
+    def _make(self, fn, n_args) -> _Entry:
+        entry = _Entry()
+
+        def pure(leaves):
+            box, w = entry.current
+            with Region() as region:
+                for slot, x in zip(w.slots, leaves):
+                    region.swap(slot, x)
+                out = fn(*box[:n_args], **box[n_args])
+                changed = {}
+                for i, slot in enumerate(w.slots):
+                    v = slot.get()
+                    if v is not leaves[i]:
+                        changed[i] = v
+                idents = {s.ident() for s in w.slots}
+                extra = {}
+                for ident, slot in region.written.items():
+                    if ident in idents:
+                        continue
+                    k = entry.extra_index.get(ident)
+                    if k is None:
+                        k = entry.extra_index[ident] = len(entry.extra_slots)
+                        entry.extra_slots.append(slot)
+                    extra[k] = slot.get()
+                out_leaves, entry.out_tree = jax.tree_util.tree_flatten(out)
+            return out_leaves, changed, extra
+
+        entry.compiled = jax.jit(pure, **self.jit_kwargs)
+        return entry
+
+    def __call__(self, *args, **kwargs):
+        box = [*args, kwargs]
+        w = walk(box)
+        entry = self._cache.get(w.signature)
+        if entry is None:
+            entry = self._cache[w.signature] = self._make(self.fn, len(args))
+        entry.current = (box, w)
+        try:
+            out_leaves, changed, extra = entry.compiled(w.leaves)
+        finally:
+            entry.current = None
+        for i, v in changed.items():
+            commit(w.slots[i], v)
+        for k, v in extra.items():
+            commit(entry.extra_slots[k], v)
+        return jax.tree_util.tree_unflatten(entry.out_tree, out_leaves)
+
+    def cache_size(self) -> int:
+        """Number of distinct model structures compiled (not counting jax's own shape retraces)."""
+        return len(self._cache)
+
+
+def jit(fn: Callable | None = None, **jit_kwargs) -> Any:
+    """Compile a function of models, optimiser states and arrays (`fluxjax.jit(step)`).
+
+    Models travel as their array leaves; static configuration is part of the cache key. Everything
+    the function rebinds on its arguments (`update_`, BatchNorm statistics, Dropout keys) comes out
+    of the compiled program and is written back into the caller's objects. Rebinding objects reached
+    only through a closure works too, but their arrays are baked in as constants: pass models as
+    arguments.
+
+    ```python
+    @fluxjax.jit
+    def step(model, opt_state, x, y):
+        loss, (g,) = fluxjax.withgradient(lambda m: mse(m(x), y), model)
+        fluxjax.update_(opt_state, model, g)
+        return loss
+    ```
+    """
+    if fn is None:
+        return lambda f: Jitted(f, **jit_kwargs)
+    return Jitted(fn, **jit_kwargs)
+
+
+# ----------------------------------------------------------------------------------------------
+# The pure view
+
+
+def functional(model: Any) -> tuple[dict, dict, Callable]:
+    """`params, state, apply = functional(model)`: the model as pure data and a pure function.
+
+    `params` holds the trainable float arrays and `state` the state arrays (running statistics, RNG
+    keys), both as flat dicts keyed by path (`"layers[0].weight"`). `apply(params, state, *inputs,
+    train=None, rng=None) -> (output, new_state)` is pure: use it under `jax.jit`, `jax.vmap`,
+    `jax.grad`, `jax.lax.scan`, with optax and orbax. `train=True/False` forces the mode of every
+    layer (None keeps each layer's own `active` setting, automatic meaning test mode); `rng` (a key)
+    feeds Dropout instead of the layers' own keys. `model` itself is never changed by `apply`.
+    """
+    w = walk([model], paths=True)
+    names = [p[2:] if p.startswith("0.") else p[1:] for p in w.paths]
+    p_idx = [i for i, r in enumerate(w.roles) if r == PARAM and is_float_array(w.leaves[i])]
+    s_idx = [i for i, r in enumerate(w.roles) if r == STATE]
+    params = {names[i]: w.leaves[i] for i in p_idx}
+    state = {names[i]: w.leaves[i] for i in s_idx}
+    slots = w.slots
+
+    def apply(params: dict, state: dict, *inputs, train: bool | None = None, rng=None):
+        region = Region(train=train, rng=rng)
+        with region:
+            for i in p_idx:
+                region.swap(slots[i], params[names[i]])
+            for i in s_idx:
+                region.swap(slots[i], state[names[i]])
+            if train is not None:
+                for lay in modules(model):
+                    if "active" in lay.__dict__:
+                        region.swap(Slot(lay, "active", True), None)
+            out = model(*inputs)
+            new_state = {names[i]: slots[i].get() for i in s_idx}
+        return out, new_state
+
+    return params, state, apply
