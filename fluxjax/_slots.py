@@ -139,7 +139,7 @@ def walk(root: list, paths: bool = False) -> Walk:
         else:
             sub, treedef = jax.tree_util.tree_flatten(v, is_leaf=lambda z: type(z) in _LAYER_TYPES)
             if treedef.num_nodes == 1 and treedef.num_leaves == 1 and sub and sub[0] is v:
-                sig.append(("static", v))  # an opaque non-pytree object: static
+                sig.append(("static", _hashable(v)))  # an opaque non-pytree object: static
                 return
             sig.append(treedef)
             for i, e in enumerate(sub):
@@ -184,3 +184,11 @@ def _leaf_sig(v):
     if isinstance(v, (jax.Array, np.ndarray)):
         return None  # shape/dtype are jax.jit's business
     return type(v)
+
+
+def _hashable(v):
+    try:
+        hash(v)
+        return v
+    except TypeError:
+        return ("id", id(v))

@@ -21,6 +21,7 @@ mutable RNG), so two calls give different arrays, and the whole sequence is repr
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 import warnings
@@ -97,6 +98,45 @@ def _reshape_colmajor(x: jax.Array, dims: tuple[int, ...]) -> jax.Array:
     return x.T.reshape(dims[::-1]).T
 
 
+# Sampling. Every distinct shape would otherwise compile its own threefry program (slow: about a
+# second each on a busy CPU), so random bits are drawn for a bucketed flat length, compiled once per
+# bucket, and one small jitted program per shape slices, reshapes and scales them.
+
+
+def _bucket(n: int) -> int:
+    if n <= 256:
+        return 256
+    p = 1 << (n - 1).bit_length()  # next power of two
+    if p <= 1 << 16:
+        return p
+    step = p >> 4  # larger arrays: round up to a multiple of p/16 (< 7% waste)
+    return -(-n // step) * step
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2))
+def _flat(key: jax.Array, n: int, kind: str) -> jax.Array:
+    if kind == "uniform":
+        return jax.random.uniform(key, (n,), _F32)
+    return jax.random.normal(key, (n,), _F32)
+
+
+@functools.partial(jax.jit, static_argnums=(1,))
+def _shaped(flat: jax.Array, dims: tuple, c: jax.Array, a: jax.Array) -> jax.Array:
+    return (flat[: math.prod(dims)].reshape(dims) + c) * a
+
+
+def _sample(key: Any, dims: tuple, kind: str, c: float = 0.0, a: float = 1.0) -> jax.Array:
+    """`(uniform or normal)(dims) + c) * a` in float32, with compiles shared across shapes."""
+    flat = _flat(key, _bucket(math.prod(dims)), kind)
+    return _shaped(flat, dims, jnp.float32(c), jnp.float32(a))
+
+
+@functools.partial(jax.jit, static_argnums=(1,))
+def _truncated(flat, dims, mul, add, scale, mean, lo, hi):
+    x = flat[: math.prod(dims)].reshape(dims) * mul + add
+    return jnp.clip(erfinv(x) * scale + mean, lo, hi)
+
+
 class _Partial:
     """Flux's partial initialiser `init(rng; kw...)`: a function of dims (and keyword overrides)."""
 
@@ -161,8 +201,7 @@ def glorot_uniform(*dims: int, rng: RNG = None, gain: float = 1.0) -> InitResult
         return _Partial(glorot_uniform, rng, {"gain": gain})
     dims = _dims_of(dims)
     scale = float(gain) * math.sqrt(24.0 / sum(nfan(*dims)))
-    u = jax.random.uniform(resolve_key(rng), dims, _F32)
-    return ((u - 0.5) * scale).astype(_F32)
+    return _sample(resolve_key(rng), dims, "uniform", -0.5, scale)
 
 
 def glorot_normal(*dims: int, rng: RNG = None, gain: float = 1.0) -> InitResult:
@@ -175,7 +214,7 @@ def glorot_normal(*dims: int, rng: RNG = None, gain: float = 1.0) -> InitResult:
         return _Partial(glorot_normal, rng, {"gain": gain})
     dims = _dims_of(dims)
     std = float(gain) * math.sqrt(2.0 / sum(nfan(*dims)))
-    return (jax.random.normal(resolve_key(rng), dims, _F32) * std).astype(_F32)
+    return _sample(resolve_key(rng), dims, "normal", 0.0, std)
 
 
 def kaiming_uniform(*dims: int, rng: RNG = None, gain: float = math.sqrt(2)) -> InitResult:
@@ -190,8 +229,7 @@ def kaiming_uniform(*dims: int, rng: RNG = None, gain: float = math.sqrt(2)) -> 
         return _Partial(kaiming_uniform, rng, {"gain": gain})
     dims = _dims_of(dims)
     bound = math.sqrt(3.0) * float(gain) / math.sqrt(nfan(*dims)[0])
-    u = jax.random.uniform(resolve_key(rng), dims, _F32)
-    return ((u - 0.5) * (2 * bound)).astype(_F32)
+    return _sample(resolve_key(rng), dims, "uniform", -0.5, 2 * bound)
 
 
 def kaiming_normal(*dims: int, rng: RNG = None, gain: float = math.sqrt(2)) -> InitResult:
@@ -204,7 +242,7 @@ def kaiming_normal(*dims: int, rng: RNG = None, gain: float = math.sqrt(2)) -> I
         return _Partial(kaiming_normal, rng, {"gain": gain})
     dims = _dims_of(dims)
     std = float(gain) / math.sqrt(nfan(*dims)[0])
-    return (jax.random.normal(resolve_key(rng), dims, _F32) * std).astype(_F32)
+    return _sample(resolve_key(rng), dims, "normal", 0.0, std)
 
 
 def _norm_cdf(x: float) -> float:
@@ -240,10 +278,11 @@ def truncated_normal(
         )
     lcdf = _norm_cdf((lo - mean) / std)
     ucdf = _norm_cdf((hi - mean) / std)
-    x = jax.random.uniform(resolve_key(rng), dims, _F32)
-    x = x * (2 * (ucdf - lcdf)) + (2 * lcdf - 1)
-    x = erfinv(x)
-    return jnp.clip(x * (std * math.sqrt(2.0)) + mean, lo, hi).astype(_F32)
+    flat = _flat(resolve_key(rng), _bucket(math.prod(dims)), "uniform")
+    f32 = jnp.float32
+    return _truncated(
+        flat, dims, f32(2 * (ucdf - lcdf)), f32(2 * lcdf - 1), f32(std * math.sqrt(2.0)), f32(mean), f32(lo), f32(hi)
+    )
 
 
 def lecun_normal(*dims: int, rng: RNG = None, gain: float = 1.0) -> InitResult:
@@ -264,7 +303,7 @@ def lecun_normal(*dims: int, rng: RNG = None, gain: float = 1.0) -> InitResult:
 def _orthogonal2(key: jax.Array, rows: int, cols: int, gain: float) -> jax.Array:
     if rows < cols:
         return _orthogonal2(key, cols, rows, gain).T
-    mat = jax.random.normal(key, (rows, cols), _F32)
+    mat = _sample(key, (rows, cols), "normal")
     q, r = jnp.linalg.qr(mat)  # reduced: q is (rows, cols)
     return q * jnp.sign(jnp.diagonal(r)) * gain
 
@@ -310,10 +349,10 @@ def sparse_init(*dims: int, rng: RNG = None, sparsity: float | None = None, std:
     rows, cols = dims
     num_zeros = max(0, math.ceil(min(1.0, float(sparsity)) * rows))
     k1, k2 = jax.random.split(resolve_key(rng))
-    w = jax.random.normal(k1, dims, _F32) * float(std)
+    w = _sample(k1, dims, "normal", 0.0, float(std))
     w = jnp.where(jnp.arange(rows)[:, None] < num_zeros, 0.0, w)
     # shuffle every column independently (Flux: mapslices(shuffle, w, dims=1))
-    perm = jnp.argsort(jax.random.uniform(k2, dims), axis=0)
+    perm = jnp.argsort(_sample(k2, dims, "uniform"), axis=0)
     return jnp.take_along_axis(w, perm, axis=0).astype(_F32)
 
 
@@ -372,7 +411,7 @@ def rand32(*dims: int, rng: RNG = None) -> InitResult:
     dims, rng = _split_args(dims, rng)
     if not dims:
         return _Partial(rand32, rng, {})
-    return jax.random.uniform(resolve_key(rng), _dims_of(dims), _F32)
+    return _sample(resolve_key(rng), _dims_of(dims), "uniform")
 
 
 def randn32(*dims: int, rng: RNG = None) -> InitResult:
@@ -384,7 +423,7 @@ def randn32(*dims: int, rng: RNG = None) -> InitResult:
     dims, rng = _split_args(dims, rng)
     if not dims:
         return _Partial(randn32, rng, {})
-    return jax.random.normal(resolve_key(rng), _dims_of(dims), _F32)
+    return _sample(resolve_key(rng), _dims_of(dims), "normal")
 
 
 def create_bias(weight: Any, bias: Any, *dims: int) -> Any:

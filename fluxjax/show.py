@@ -59,7 +59,7 @@ def counts(m: Any) -> tuple[list, list]:
     go(m, set())
     train = _dedup(train)
     ids = {id(x) for x in train}
-    other = [x for x in _dedup(_arrays(m, [])) if id(x) not in ids]
+    other = [x for x in _dedup(_arrays(m, [])) if id(x) not in ids and np.issubdtype(x.dtype, np.inexact)]
     return train, other
 
 
@@ -79,7 +79,7 @@ def sublayers(m) -> list[tuple[str | None, Any]]:
     if hasattr(m, "_show_children"):
         return m._show_children()
     out = []
-    for k, v in m.__dict__.items():
+    for v in m.__dict__.values():
         if is_layer(v):
             out.append((None, v))
         elif isinstance(v, (list, tuple)) and any(is_layer(e) for e in v):

@@ -142,6 +142,19 @@ def testmode_(m: Any, mode: bool | str | None = True) -> Any:
     return _set_mode(m, not mode)
 
 
+def guard_writes(keep) -> None:
+    """In the innermost region, make every write so far conditional: where `keep` is False the
+    slots get their original values back (used by `train_` to skip a non-finite step inside jit)."""
+    region = _stack()[-1]
+    for slot in region.written.values():
+        _, base = region.originals[(id(slot.owner), slot.key)]
+        old = base
+        for p in slot.path:
+            old = old[p] if not isinstance(p, tuple) else jax.tree_util.tree_leaves(old)[p[2]]
+        new = slot.get()
+        slot.set(jax.tree_util.tree_map(lambda a, b: jax.numpy.where(keep, a, b), new, old))
+
+
 # ----------------------------------------------------------------------------------------------
 # fluxjax.jit
 

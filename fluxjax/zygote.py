@@ -275,10 +275,14 @@ def _first(y):
     return y
 
 
-def _check_leaks(f, name):
-    """Raise if `f` left a tracer in a global or closure variable it references."""
+def _snapshot(f) -> dict:
+    return {(where, var): id(v) for where, var, v, _ in _referenced(f)}
+
+
+def _check_leaks(f, name, before: dict):
+    """Raise if `f` stored a new tracer in a global or closure variable it references."""
     for where, var, v, _ in _referenced(f):
-        if isinstance(v, jax.core.Tracer):
+        if isinstance(v, jax.core.Tracer) and before.get((where, var)) != id(v):
             raise RuntimeError(
                 f"{name}: f stored a traced value in {where} {var!r}; after {name} returns it is "
                 "invalid. Return the value from f instead (use withgradient for extra outputs), or wrap "
@@ -338,10 +342,11 @@ def gradient(f: Callable, *args) -> Any:
     ```
     With `ps = params(model)` and a zero-argument `f`, returns `Grads` indexed by parameter arrays.
     """
+    before = _snapshot(f)
     plan = _plan(f, args, "gradient")
     y, back, _ = _vjp(plan, "gradient")
     out = _grads(plan, y, back)
-    _check_leaks(f, "gradient")
+    _check_leaks(f, "gradient", before)
     return out
 
 
@@ -353,10 +358,11 @@ class WithGradient(NamedTuple):
 def withgradient(f: Callable, *args) -> WithGradient:
     """`(val, grad)`; when `f` returns a tuple or dict, its first element is differentiated and the
     whole value is returned (Zygote's auxiliary outputs): `loss, (g,) = withgradient(...)`."""
+    before = _snapshot(f)
     plan = _plan(f, args, "withgradient")
     y, back, full = _vjp(plan, "withgradient", first_only=True)
     out = _grads(plan, y, back)
-    _check_leaks(f, "withgradient")
+    _check_leaks(f, "withgradient", before)
     return WithGradient(full, out)
 
 
@@ -468,6 +474,7 @@ class Params:
 
     def __init__(self, xs=()):
         self._entries: list[_Entry] = []
+        self._sources: tuple = ()  # the models params() was built from, for train_'s compiled step
         for x in xs:
             self.add(x)
 
@@ -556,6 +563,7 @@ def params(*models) -> Params:
     root = list(models)
     w = walk(root)
     ps = Params()
+    ps._sources = tuple(m for m in models if is_layer(m) or isinstance(m, (list, dict)))
     for leaf, slot, role in zip(w.leaves, w.slots, w.roles):
         if role != PARAM or not is_float_array(leaf):
             continue

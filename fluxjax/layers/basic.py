@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+
 import jax.numpy as jnp
 
 from .._checks import check_size, match_eltype

@@ -1,0 +1,439 @@
+"""One-hot encoding, `flatten` and the `DataLoader` (Flux re-exports these from OneHotArrays.jl
+and MLUtils.jl), in Flux's layout: classes along the first axis, observations along the last.
+
+Indices are 0-based: `onecold` without labels returns `argmax` along axis 0.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .random import resolve_key
+
+__all__ = ["onehot", "onehotbatch", "onecold", "flatten", "DataLoader", "batch", "unbatch"]
+
+_MISSING = object()
+
+
+# ---------------------------------------------------------------------------------------------
+# one-hot
+
+
+def _labels_list(labels: Any) -> list:
+    if isinstance(labels, (str, range, list, tuple)):
+        return list(labels)
+    if isinstance(labels, (np.ndarray, jax.Array)):
+        return np.asarray(labels).tolist()
+    try:
+        return list(labels)
+    except TypeError:
+        raise TypeError(f"labels must be a sequence, got {type(labels).__name__}") from None
+
+
+def _key(v: Any) -> Any:
+    """A dict key with Julia's `isequal` semantics for floats: NaN == NaN, 0.0 != -0.0."""
+    if isinstance(v, (float, np.floating)):
+        if math.isnan(v):
+            return ("__nan__",)
+        if v == 0 and math.copysign(1.0, v) < 0:
+            return ("__negzero__",)
+    if isinstance(v, np.generic):
+        return v.item()
+    return v
+
+
+def _index_map(labels: list) -> dict:
+    out: dict = {}
+    for i, lab in enumerate(labels):
+        try:
+            out.setdefault(_key(lab), i)
+        except TypeError:  # unhashable label: fall back to linear search
+            return {}
+    return out
+
+
+def _findval(x: Any, labels: list, imap: dict) -> int | None:
+    if imap:
+        try:
+            return imap.get(_key(x))
+        except TypeError:
+            pass
+    k = _key(x)
+    for i, lab in enumerate(labels):
+        if _key(lab) == k:
+            return i
+    return None
+
+
+def _short(labels: list) -> str:
+    r = repr(labels)
+    return r if len(r) <= 80 else r[:77] + "..."
+
+
+def _hot(i: int, n: int) -> jax.Array:
+    return jnp.asarray(np.arange(n) == i)
+
+
+def onehot(x: Any, labels: Any, default: Any = _MISSING) -> jax.Array:
+    """A one-hot bool vector of length `len(labels)`, true at the first label equal to `x`.
+
+    If `x` is not among `labels`, the position of `default` is used, or a `ValueError` is raised
+    when no default is given.
+
+    >>> onehot(20, range(10, 40, 10))          # [False, True, False]
+    >>> onehot(40, (10, 20, 30), 20)           # [False, True, False]
+    """
+    labs = _labels_list(labels)
+    imap = _index_map(labs)
+    i = _findval(x, labs, imap)
+    if i is None:
+        if default is _MISSING:
+            raise ValueError(f"Value {x!r} is not in labels {_short(labs)}")
+        i = _findval(default, labs, imap)
+        if i is None:
+            raise ValueError(f"Default value {default!r} is not in labels {_short(labs)}")
+    return _hot(i, len(labs))
+
+
+def _traced_onehotbatch(data: jax.Array, labs: list, default: Any) -> jax.Array:
+    lab = jnp.asarray(labs)
+    n = len(labs)
+    eq = lab.reshape((n,) + (1,) * data.ndim) == data[None]
+    idx = jnp.argmax(eq, axis=0)
+    if default is not _MISSING:
+        d = _findval(default, labs, _index_map(labs))
+        if d is None:
+            raise ValueError(f"Default value {default!r} is not in labels {_short(labs)}")
+        idx = jnp.where(jnp.any(eq, axis=0), idx, d)
+    else:
+        idx = jnp.where(jnp.any(eq, axis=0), idx, -1)  # unknown values give an all-false column
+    return jnp.arange(n).reshape((n,) + (1,) * data.ndim) == idx[None]
+
+
+def onehotbatch(data: Any, labels: Any, default: Any = _MISSING) -> jax.Array:
+    """One-hot encode every element of `data`: a bool array of shape `(len(labels), *shape(data))`
+    with `result[:, k...] == onehot(data[k...], labels, default)`.
+
+    `data` may be any array or iterable (a string is a sequence of characters). A value missing
+    from `labels` maps to `default`, or raises `ValueError` when no default is given. Inside
+    `jax.jit` (traced numeric `data`) a missing value without default gives an all-false column.
+
+    >>> onehotbatch([20, 10], range(10, 40, 10))    # [[F, T], [T, F], [F, F]]
+    >>> onehotbatch("abc", "abc")                   # eye(3)
+    """
+    labs = _labels_list(labels)
+    n = len(labs)
+    if isinstance(data, jax.core.Tracer):
+        return _traced_onehotbatch(data, labs, default)
+    if isinstance(data, str):
+        arr = np.empty(len(data), dtype=object)
+        arr[:] = list(data)
+    elif isinstance(data, (np.ndarray, jax.Array)):
+        arr = np.asarray(data)
+    else:
+        arr = np.asarray(data if isinstance(data, (list, tuple)) else list(data))
+        if arr.dtype.kind in "US":  # keep strings as Python objects (no fixed-width truncation)
+            arr = arr.astype(object)
+    shape = arr.shape
+    flat = arr.reshape(-1)
+    lab_arr = np.asarray(labs) if n else np.zeros(0, np.int64)
+    if flat.dtype.kind in "iub" and lab_arr.dtype.kind in "iub":
+        # vectorised path for integer data and labels: first occurrence via a stable sort
+        order = np.argsort(lab_arr, kind="stable")
+        sl = lab_arr[order]
+        pos = np.clip(np.searchsorted(sl, flat, side="left"), 0, max(n - 1, 0))
+        found = (sl[pos] == flat) if n else np.zeros(flat.shape, bool)
+        idx = order[pos] if n else np.zeros(flat.shape, np.int64)
+        if not found.all():
+            if default is _MISSING:
+                bad = flat[~found][0]
+                raise ValueError(f"Value {bad.item()!r} not found in labels {_short(labs)}")
+            d = _findval(default, labs, _index_map(labs))
+            if d is None:
+                raise ValueError(f"Default value {default!r} is not in labels {_short(labs)}")
+            idx = np.where(found, idx, d)
+    else:
+        imap = _index_map(labs)
+        d = None
+        if default is not _MISSING:
+            d = _findval(default, labs, imap)
+            if d is None:
+                raise ValueError(f"Default value {default!r} is not in labels {_short(labs)}")
+        idx = np.empty(flat.shape, np.int64)
+        for k, v in enumerate(flat.tolist()):
+            i = _findval(v, labs, imap)
+            if i is None:
+                if d is None:
+                    raise ValueError(f"Value {v!r} not found in labels {_short(labs)}")
+                i = d
+            idx[k] = i
+    out = np.zeros((n, flat.size), bool)
+    out[idx, np.arange(flat.size)] = True
+    return jnp.asarray(out.reshape((n,) + shape))
+
+
+def onecold(y: Any, labels: Any = None) -> Any:
+    """Inverse of :func:`onehotbatch`: the index of the largest entry along axis 0, looked up in
+    `labels`. Without labels, 0-based indices.
+
+    A vector gives one result (a Python int, or the label); an N-D array gives one per column:
+    a jax int array of shape `y.shape[1:]` for indices or numeric labels, a (nested) list for
+    other labels. A NaN maximum in a vector raises `ValueError`, as OneHotArrays.jl.
+    Under `jax.jit` it returns traced indices (labels must be numeric).
+
+    >>> onecold(jnp.array([1, 2, 5, 3.0]))                       # 2
+    >>> onecold(jnp.array([[1, 20, 5], [2, 7, 6], [3, 9, 10], [2, 1, 14]]))   # [2, 0, 3]
+    >>> onecold(jnp.array([1, 2, 5, 3.0]), "ABCD")               # 'C'
+    """
+    y = jnp.asarray(y)
+    if y.ndim == 0:
+        raise ValueError("onecold expects an array with at least one dimension")
+    ny = y.shape[0]
+    labs = None if labels is None else _labels_list(labels)
+    if labs is not None and len(labs) != ny:
+        what = "a vector of length" if y.ndim == 1 else "an array with size(y, 0) =="
+        raise ValueError(f"onecold got {len(labs)} labels for {what} {ny}, these must agree")
+    idx = jnp.argmax(y, axis=0)
+    concrete = not isinstance(idx, jax.core.Tracer)
+    if y.ndim == 1 and concrete:
+        i = int(idx)
+        v = y[i]
+        if jnp.issubdtype(y.dtype, jnp.inexact) and bool(jnp.isnan(v)):
+            raise ValueError(f"maximum value found by onecold is {float(v)}")
+        return i if labs is None else labs[i]
+    if labs is None:
+        return idx
+    lab_arr = np.asarray(labs)
+    if lab_arr.dtype.kind in "iubf":
+        return jnp.asarray(lab_arr)[idx]
+    if not concrete:
+        raise TypeError("onecold with non-numeric labels cannot run under jax transformations")
+    picked = np.empty(idx.shape, dtype=object)
+    flat = np.asarray(idx).reshape(-1)
+    picked.reshape(-1)[:] = [labs[i] for i in flat]
+    return picked.tolist()
+
+
+# ---------------------------------------------------------------------------------------------
+# flatten / batch
+
+
+def flatten(x: Any) -> jax.Array:
+    """Reshape to `(prod(shape[:-1]), shape[-1])` in Julia's column-major order (MLUtils.flatten).
+
+    A `(W, H, C, N)` batch becomes `(W*H*C, N)` with `W` varying fastest within a column, so
+    weights trained in Flux see the same features. Equals numpy's
+    `np.reshape(x, (-1, N), order='F')`.
+
+    >>> flatten(jnp.zeros((28, 28, 1, 5))).shape
+    (784, 5)
+    """
+    x = jnp.asarray(x)
+    if x.ndim == 0:
+        raise ValueError("flatten expects an array with at least one dimension")
+    n = x.shape[-1]
+    return x.T.reshape(n, -1).T
+
+
+def batch(xs: Any) -> Any:
+    """Stack observations along a new last axis (MLUtils.batch). Tuples, named tuples and dicts of
+    observations give the same container of batches.
+
+    >>> batch([jnp.array([1, 2]), jnp.array([3, 4])])   # [[1, 3], [2, 4]]
+    """
+    xs = list(xs)
+    if not xs:
+        raise ValueError("batch needs at least one observation")
+    x0 = xs[0]
+    if isinstance(x0, dict):
+        return type(x0)((k, batch([x[k] for x in xs])) for k in x0)
+    if isinstance(x0, tuple):
+        parts = [batch([x[i] for x in xs]) for i in range(len(x0))]
+        return type(x0)(*parts) if hasattr(x0, "_fields") else tuple(parts)
+    return jnp.stack([jnp.asarray(x) for x in xs], axis=-1)
+
+
+def unbatch(x: Any) -> list:
+    """Split an array along its last axis into a list of observations (MLUtils.unbatch).
+
+    >>> unbatch(jnp.array([[1, 3], [2, 4]]))            # [array([1, 2]), array([3, 4])]
+    """
+    x = jnp.asarray(x)
+    if x.ndim == 0:
+        raise ValueError("unbatch expects an array with at least one dimension")
+    return [x[..., i] for i in range(x.shape[-1])]
+
+
+# ---------------------------------------------------------------------------------------------
+# DataLoader
+
+
+def _leaf(x: Any, path: str) -> Any:
+    if isinstance(x, (np.ndarray, jax.Array)):
+        arr = x
+    elif isinstance(x, (str, bytes)):
+        raise TypeError(
+            f"DataLoader: data{path} is a {type(x).__name__}; expected an array, "
+            "or a tuple / dict of arrays with observations along the last axis"
+        )
+    elif isinstance(x, (list, range)) or np.isscalar(x):
+        arr = np.asarray(x)
+    else:
+        raise TypeError(
+            f"DataLoader: cannot use data{path} of type {type(x).__name__}; expected an array, "
+            "or a tuple / dict of arrays with observations along the last axis"
+        )
+    if arr.dtype.kind in "OUSV":
+        raise TypeError(
+            f"DataLoader: data{path} does not convert to a numeric array (got dtype {arr.dtype}); "
+            "expected arrays with observations along the last axis"
+        )
+    if arr.ndim == 0:
+        raise ValueError(f"DataLoader: data{path} is 0-dimensional, so it has no observation axis")
+    return arr
+
+
+def _tree(data: Any, path: str = "") -> Any:
+    if isinstance(data, dict):
+        return type(data)((k, _tree(v, f"{path}[{k!r}]")) for k, v in data.items())
+    if isinstance(data, tuple):
+        parts = [_tree(v, f"{path}[{i}]") for i, v in enumerate(data)]
+        return type(data)(*parts) if hasattr(data, "_fields") else tuple(parts)
+    return _leaf(data, path)
+
+
+def _leaves(tree: Any, path: str = "") -> list[tuple[str, Any]]:
+    if isinstance(tree, dict):
+        return [lf for k, v in tree.items() for lf in _leaves(v, f"{path}[{k!r}]")]
+    if isinstance(tree, tuple):
+        return [lf for i, v in enumerate(tree) for lf in _leaves(v, f"{path}[{i}]")]
+    return [(path, tree)]
+
+
+def _map(tree: Any, f: Callable[[Any], Any]) -> Any:
+    if isinstance(tree, dict):
+        return type(tree)((k, _map(v, f)) for k, v in tree.items())
+    if isinstance(tree, tuple):
+        parts = [_map(v, f) for v in tree]
+        return type(tree)(*parts) if hasattr(tree, "_fields") else tuple(parts)
+    return f(tree)
+
+
+class DataLoader:
+    """Iterate over mini-batches of `data`, as Flux's (MLUtils') `DataLoader`.
+
+    `data` is an array, or a tuple, named tuple or dict of arrays (nesting allowed); the LAST axis
+    of every array is the observation axis, and all must hold the same number of observations.
+    Each batch has the container type of `data` and holds `jax.Array` slices of the last axis.
+    NumPy data stays on the host and only each batch is transferred.
+
+    - `batchsize`: observations per batch; a negative value yields single observations (the last
+      axis dropped), as MLUtils.
+    - `shuffle`: reshuffle the observations at the start of every epoch (every `iter`).
+    - `partial`: keep the last, smaller batch (`False` drops it).
+    - `rng`: `None` (a key drawn from the global key at construction, so `fluxjax.seed_(n)`
+      makes the order reproducible), an int seed or a PRNG key; each epoch splits it.
+    - `collate`: `None` slices arrays; `False` yields lists of observations; `True` stacks a list of
+      observations with :func:`batch`; a function is applied to the list of observations.
+
+    >>> X = np.arange(10).reshape(5, 2).T              # Julia's reshape(0:9, 2, 5)
+    >>> [b.shape for b in DataLoader(X, batchsize=2)]  # [(2, 2), (2, 2), (2, 1)]
+    >>> for x, y in DataLoader((X, np.arange(5)), batchsize=2, shuffle=True): ...
+    """
+
+    def __init__(
+        self,
+        data: Any,
+        batchsize: int = 1,
+        shuffle: bool = False,
+        partial: bool = True,
+        rng: Any = None,
+        collate: Any = None,
+    ):
+        if isinstance(batchsize, bool) or not isinstance(batchsize, (int, np.integer)):
+            raise TypeError(f"DataLoader: batchsize must be an int, got {batchsize!r}")
+        if batchsize == 0:
+            raise ValueError("DataLoader: batchsize must be positive (or negative for single observations)")
+        self.data = data
+        self._tree = _tree(data)
+        leaves = _leaves(self._tree)
+        sizes = {p: lf.shape[-1] for p, lf in leaves}
+        if len(set(sizes.values())) > 1:
+            listing = ", ".join(f"data{p or ''}: {n}" for p, n in sizes.items())
+            raise ValueError(
+                f"DataLoader: all arrays must have the same number of observations (last axis); got {listing}"
+            )
+        self.nobs = int(next(iter(sizes.values())))
+        self.batchsize = int(batchsize)
+        self.shuffle = bool(shuffle)
+        self.partial = bool(partial)
+        self.collate = collate
+        self._key = resolve_key(rng) if self.shuffle else None
+
+    def __len__(self) -> int:
+        if self.batchsize < 0:
+            return self.nobs
+        if self.partial:
+            return -(-self.nobs // self.batchsize)
+        return self.nobs // self.batchsize
+
+    def _order(self) -> np.ndarray | None:
+        if not self.shuffle:
+            return None
+        self._key, sub = jax.random.split(self._key)
+        return np.asarray(jax.random.permutation(sub, self.nobs))
+
+    @staticmethod
+    def _take(x: Any, idx: Any) -> jax.Array:
+        if isinstance(idx, slice):
+            return jnp.asarray(x[..., idx])
+        if isinstance(x, np.ndarray):
+            return jnp.asarray(np.take(x, idx, axis=-1))
+        return jnp.take(x, jnp.asarray(idx), axis=-1)
+
+    def _obs(self, i: int) -> Any:
+        return _map(self._tree, lambda x: jnp.asarray(x[..., i]))
+
+    def __iter__(self) -> Iterator[Any]:
+        order = self._order()
+        if self.batchsize < 0:
+            for k in range(self.nobs):
+                yield self._obs(int(order[k]) if order is not None else k)
+            return
+        bs = self.batchsize
+        for b in range(len(self)):
+            lo, hi = b * bs, min((b + 1) * bs, self.nobs)
+            if self.collate is None:
+                idx = slice(lo, hi) if order is None else order[lo:hi]
+                yield _map(self._tree, lambda x, idx=idx: self._take(x, idx))
+                continue
+            ids = range(lo, hi) if order is None else order[lo:hi].tolist()
+            obs = [self._obs(int(i)) for i in ids]
+            if self.collate is False:
+                yield obs
+            elif self.collate is True:
+                yield batch(obs)
+            else:
+                yield self.collate(obs)
+
+    def __repr__(self) -> str:
+        class _Desc(str):
+            def __repr__(self) -> str:
+                return str(self)
+
+        def desc(x: Any) -> str:
+            return _Desc(f"{type(x).__name__}{tuple(x.shape)}")
+
+        inner = _map(self._tree, desc)
+        extra = f", batchsize={self.batchsize}"
+        if self.shuffle:
+            extra += ", shuffle=True"
+        if not self.partial:
+            extra += ", partial=False"
+        return f"DataLoader({inner!r}{extra})"

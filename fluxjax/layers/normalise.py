@@ -1,0 +1,356 @@
+"""Normalisation and regularisation layers: Flux's `src/layers/normalise.jl`, mutation-free.
+
+Running statistics and RNG keys are state fields. In train mode a layer computes their next values
+and hands them to the state thread (`fluxjax.state.rebind`): written at once when called eagerly,
+returned as auxiliary outputs and committed afterwards inside `gradient`, `fluxjax.jit` and
+`functional`. The mode is Flux's: `active=None` (automatic: train inside `gradient`), `True`, `False`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._checks import match_eltype
+from ..errors import DimensionMismatch, describe
+from ..functors import layer
+from ..init import ones32, zeros32
+from ..random import resolve_key
+from ..state import is_active, layer_key, rebind
+from .basic import act_name, identity
+
+
+def _check_mode(name, active):
+    if active not in (None, True, False):
+        raise ValueError(f"{name}: active must be None (automatic), True or False, got {active!r}")
+
+
+def _check_momentum_eps(name, momentum, eps):
+    if not 0 <= momentum <= 1:
+        raise ValueError(f"{name}: momentum must lie in [0, 1], got {momentum}")
+    if eps <= 0:
+        raise ValueError(f"{name}: eps must be positive, got {eps}")
+
+
+def _channels(lay, x, chs):
+    if np.ndim(x) < 2 or x.shape[-2] != chs:
+        raise DimensionMismatch(
+            f"layer {lay!r} expects size(input, ndims - 1) == {chs} (channels, the second-to-last axis), "
+            f"but got {describe(x)}"
+        )
+
+
+def _bcast(v, ndim, axis):
+    shape = [1] * ndim
+    shape[axis] = v.shape[0]
+    return v.reshape(shape)
+
+
+def _norm_show(name, lay, extra=""):
+    s = f"{name}({lay.chs}{extra}"
+    if lay.sigma is not identity:
+        s += f", {act_name(lay.sigma)}"
+    if not lay.affine:
+        s += ", affine=false"
+    if getattr(lay, "active", None) is not None:
+        s += f", active={str(lay.active).lower()}"
+    return s + ")"
+
+
+@layer(trainable=("beta", "gamma"), state=("mu", "sigma2"))
+class BatchNorm:
+    """Batch normalisation over all axes but the channel axis (second to last: `(C, N)`, `(W, H, C, N)`).
+
+    `BatchNorm(chs, λ=identity; initβ=zeros32, initγ=ones32, affine=True, track_stats=True, active=None,
+    eps=1e-5, momentum=0.1)`. Train mode uses the batch mean and biased variance and moves the running
+    statistics: `μ ← (1-m)μ + m·μ_b`, `σ² ← (1-m)σ² + m·M/(M-1)·σ²_b` (M elements per channel). Test
+    mode uses `mu` and `sigma2` (starting at 0 and 1).
+
+    ```python
+    >>> BatchNorm(3)(jnp.ones((4, 4, 3, 2))).shape
+    (4, 4, 3, 2)
+    ```
+    """
+
+    def __init__(self, chs: int, sigma: Callable = identity, *, init_beta=zeros32, init_gamma=ones32,
+                 affine: bool = True, track_stats: bool = True, active: bool | None = None,
+                 eps: float = 1e-5, momentum: float = 0.1):
+        if not isinstance(chs, int) or chs <= 0:
+            raise ValueError(f"BatchNorm: the number of channels must be a positive integer, got {chs!r}")
+        _check_mode("BatchNorm", active)
+        _check_momentum_eps("BatchNorm", momentum, eps)
+        self.sigma = sigma
+        self.beta = init_beta(chs) if affine else False
+        self.gamma = init_gamma(chs) if affine else False
+        self.mu = zeros32(chs) if track_stats else False
+        self.sigma2 = ones32(chs) if track_stats else False
+        self.eps = eps
+        self.momentum = momentum
+        self.affine = affine
+        self.track_stats = track_stats
+        self.active = active
+        self.chs = chs
+
+    def __call__(self, x):
+        x = match_eltype(self, x)
+        _channels(self, x, self.chs)
+        ax = x.ndim - 2
+        axes = tuple(i for i in range(x.ndim) if i != ax)
+        if is_active(self) or not self.track_stats:
+            m = int(np.prod([x.shape[i] for i in axes]))
+            mean = jnp.mean(x, axis=axes)
+            var = jnp.mean(jnp.square(x - _bcast(mean, x.ndim, ax)), axis=axes)
+            if self.track_stats and is_active(self):
+                if m == 1:
+                    raise ValueError(
+                        f"{self!r}: training with one element per channel gives an undefined variance; "
+                        f"got {describe(x)}. Use a batch larger than 1, or testmode_(layer)."
+                    )
+                mom = self.momentum
+                mean_s, var_s = jax.lax.stop_gradient(mean), jax.lax.stop_gradient(var)
+                rebind(self, "mu", (1 - mom) * self.mu + mom * mean_s)
+                rebind(self, "sigma2", (1 - mom) * self.sigma2 + mom * (m / (m - 1)) * var_s)
+        else:
+            mean, var = self.mu, self.sigma2
+        return _affine(self, x, mean, var, ax)
+
+    def _show(self):
+        return _norm_show("BatchNorm", self)
+
+
+def _affine(lay, x, mean, var, ax):
+    inv = jax.lax.rsqrt(var + lay.eps)
+    if lay.affine:
+        scale = lay.gamma * inv
+        shift = lay.beta - mean * scale
+    else:
+        scale, shift = inv, -mean * inv
+    return lay.sigma(x * _bcast(scale, x.ndim, ax) + _bcast(shift, x.ndim, ax))
+
+
+@layer(trainable=("beta", "gamma"), state=("mu", "sigma2"))
+class InstanceNorm:
+    """Instance normalisation: statistics over the spatial axes, per channel and sample.
+
+    `InstanceNorm(chs, λ=identity; affine=False, track_stats=False, active=None, eps=1e-5,
+    momentum=0.1)`. With `track_stats`, the running statistics average the per-instance ones over the
+    batch, with the variance corrected by `n/(n-1)` (n = spatial size).
+    """
+
+    def __init__(self, chs: int, sigma: Callable = identity, *, init_beta=zeros32, init_gamma=ones32,
+                 affine: bool = False, track_stats: bool = False, active: bool | None = None,
+                 eps: float = 1e-5, momentum: float = 0.1):
+        if not isinstance(chs, int) or chs <= 0:
+            raise ValueError(f"InstanceNorm: the number of channels must be a positive integer, got {chs!r}")
+        _check_mode("InstanceNorm", active)
+        _check_momentum_eps("InstanceNorm", momentum, eps)
+        self.sigma = sigma
+        self.beta = init_beta(chs) if affine else False
+        self.gamma = init_gamma(chs) if affine else False
+        self.mu = zeros32(chs) if track_stats else False
+        self.sigma2 = ones32(chs) if track_stats else False
+        self.eps = eps
+        self.momentum = momentum
+        self.affine = affine
+        self.track_stats = track_stats
+        self.active = active
+        self.chs = chs
+
+    def __call__(self, x):
+        x = match_eltype(self, x)
+        if x.ndim < 3:
+            raise DimensionMismatch(f"layer {self!r} needs an input with spatial axes (W, ..., C, N), got {describe(x)}")
+        _channels(self, x, self.chs)
+        ax = x.ndim - 2
+        spatial = tuple(range(x.ndim - 2))
+        if is_active(self) or not self.track_stats:
+            mean = jnp.mean(x, axis=spatial, keepdims=True)
+            var = jnp.mean(jnp.square(x - mean), axis=spatial, keepdims=True)
+            if self.track_stats and is_active(self):
+                n = int(np.prod(x.shape[:-2]))
+                mom = self.momentum
+                mb = jax.lax.stop_gradient(jnp.mean(mean, axis=spatial + (x.ndim - 1,)))
+                vb = jax.lax.stop_gradient(jnp.mean(var, axis=spatial + (x.ndim - 1,)))
+                rebind(self, "mu", (1 - mom) * self.mu + mom * mb)
+                rebind(self, "sigma2", (1 - mom) * self.sigma2 + mom * (n / (n - 1)) * vb)
+            y = (x - mean) * jax.lax.rsqrt(var + self.eps)
+            if self.affine:
+                y = y * _bcast(self.gamma, x.ndim, ax) + _bcast(self.beta, x.ndim, ax)
+            return self.sigma(y)
+        return _affine(self, x, self.mu, self.sigma2, ax)
+
+    def _show(self):
+        return _norm_show("InstanceNorm", self)
+
+
+@layer(trainable=("beta", "gamma"))
+class GroupNorm:
+    """Group normalisation: statistics over the spatial axes and each contiguous block of `chs ÷ G`
+    channels, per sample. `GroupNorm(chs, G, λ=identity; affine=True, eps=1e-5)`. No running stats."""
+
+    def __init__(self, chs: int, G: int, sigma: Callable = identity, *, init_beta=zeros32, init_gamma=ones32,
+                 affine: bool = True, active: bool | None = None, eps: float = 1e-5, momentum: float = 0.1):
+        if not isinstance(chs, int) or not isinstance(G, int) or chs <= 0 or G <= 0:
+            raise ValueError(f"GroupNorm: chs and G must be positive integers, got {chs!r}, {G!r}")
+        if chs % G != 0:
+            raise ValueError(f"GroupNorm: the number of channels {chs} must be divisible by the number of groups {G}")
+        _check_mode("GroupNorm", active)
+        _check_momentum_eps("GroupNorm", momentum, eps)
+        self.sigma = sigma
+        self.beta = init_beta(chs) if affine else False
+        self.gamma = init_gamma(chs) if affine else False
+        self.eps = eps
+        self.momentum = momentum
+        self.affine = affine
+        self.active = active
+        self.chs = chs
+        self.G = G
+
+    def __call__(self, x):
+        x = match_eltype(self, x)
+        _channels(self, x, self.chs)
+        G = self.G
+        g = x.reshape(*x.shape[:-2], G, self.chs // G, x.shape[-1])
+        axes = tuple(range(x.ndim - 2)) + (x.ndim - 1,)
+        mean = jnp.mean(g, axis=axes, keepdims=True)
+        var = jnp.mean(jnp.square(g - mean), axis=axes, keepdims=True)
+        y = ((g - mean) * jax.lax.rsqrt(var + self.eps)).reshape(x.shape)
+        if self.affine:
+            ax = x.ndim - 2
+            y = y * _bcast(self.gamma, x.ndim, ax) + _bcast(self.beta, x.ndim, ax)
+        return self.sigma(y)
+
+    def _show(self):
+        return _norm_show("GroupNorm", self, f", {self.G}")
+
+
+@layer
+class LayerNorm:
+    """Normalise over the first `len(size)` axes (the feature axes), then scale and shift.
+
+    `LayerNorm(size..., λ=identity; affine=True, eps=1e-5)`: `y = λ.(γ .* (x - μ) ./ sqrt(σ² + eps) .+ β)`
+    with μ, σ² (biased) over the feature axes and γ, β of shape `size`.
+
+    ```python
+    >>> LayerNorm(4)(jnp.ones((4, 7))).shape
+    (4, 7)
+    ```
+    """
+
+    def __init__(self, *size, affine: bool = True, eps: float = 1e-5):
+        sigma = identity
+        if size and callable(size[-1]):
+            size, sigma = size[:-1], size[-1]
+        if len(size) == 1 and isinstance(size[0], tuple):
+            size = size[0]
+        if not size or not all(isinstance(s, int) and s > 0 for s in size):
+            raise ValueError(f"LayerNorm: size must be positive integers, got {size!r}")
+        if eps <= 0:
+            raise ValueError(f"LayerNorm: eps must be positive, got {eps}")
+        self.sigma = sigma
+        self.weight = ones32(*size) if affine else False
+        self.bias = zeros32(*size) if affine else False
+        self.eps = eps
+        self.size = tuple(size)
+        self.affine = affine
+
+    def __call__(self, x):
+        x = match_eltype(self, x)
+        k = len(self.size)
+        if x.ndim < k or tuple(x.shape[:k]) != self.size:
+            raise DimensionMismatch(f"layer {self!r} expects the first {k} axes to be {self.size}, but got {describe(x)}")
+        axes = tuple(range(k))
+        mean = jnp.mean(x, axis=axes, keepdims=True)
+        var = jnp.mean(jnp.square(x - mean), axis=axes, keepdims=True)
+        y = (x - mean) * jax.lax.rsqrt(var + self.eps)
+        if self.affine:
+            extra = (1,) * (x.ndim - k)
+            y = y * self.weight.reshape(self.size + extra) + self.bias.reshape(self.size + extra)
+        return self.sigma(y)
+
+    def _show(self):
+        s = "LayerNorm(" + ", ".join(str(d) for d in self.size)
+        if self.sigma is not identity:
+            s += f", {act_name(self.sigma)}"
+        if not self.affine:
+            s += ", affine=false"
+        return s + ")"
+
+
+def _check_p(name, p):
+    if not isinstance(p, (int, float)) or isinstance(p, bool) or not 0 <= p <= 1:
+        raise ValueError(f"{name}: the drop probability p must be a number in [0, 1], got {p!r}")
+
+
+@layer(trainable=(), state=("rng",))
+class Dropout:
+    """Zero each element with probability `p` and scale the rest by `1/(1-p)`, in train mode.
+
+    `Dropout(p; dims=None, rng=None, active=None)`. `dims` (0-based) are the axes along which the mask
+    varies; `dims=2` on WHCN input drops whole channels. `rng` is a key or an int seed; by default a
+    key is drawn from the global RNG (`seed_`). The key is state: it moves on after each train-mode call.
+
+    ```python
+    >>> trainmode_(Dropout(0.5))(jnp.ones((3, 2)))   # entries 0.0 or 2.0
+    ```
+    """
+
+    def __init__(self, p: float, *, dims=None, rng=None, active: bool | None = None):
+        _check_p("Dropout", p)
+        _check_mode("Dropout", active)
+        self.p = p
+        self.dims = dims if dims is None or isinstance(dims, tuple) else (dims,)
+        self.active = active
+        self.rng = resolve_key(rng)
+
+    def __call__(self, x):
+        if not is_active(self) or self.p == 0:
+            return x
+        if self.p == 1:
+            return jnp.zeros_like(x)
+        shape = x.shape if self.dims is None else tuple(
+            s if i in self.dims or i - x.ndim in self.dims else 1 for i, s in enumerate(x.shape)
+        )
+        keep = jax.random.bernoulli(layer_key(self), 1 - self.p, shape)
+        return jnp.where(keep, x / (1 - self.p), jnp.zeros((), x.dtype)).astype(x.dtype)
+
+    def _show(self):
+        s = f"Dropout({self.p}"
+        if self.dims is not None:
+            s += f", dims={self.dims[0] if len(self.dims) == 1 else self.dims}"
+        if self.active is not None:
+            s += f", active={str(self.active).lower()}"
+        return s + ")"
+
+
+_ALPHA_PRIME = -1.7580993408473766
+
+
+@layer(trainable=(), state=("rng",))
+class AlphaDropout:
+    """Dropout for SELU networks, keeping mean and variance: `y = A·ifelse(u > p, x, α′) + B` with
+    `α′ = -1.7580993408473766`, `A = 1/sqrt((1-p)(1+p·α′²))`, `B = -A·α′·p`. `AlphaDropout(p; rng, active)`."""
+
+    def __init__(self, p: float, *, rng=None, active: bool | None = None):
+        _check_p("AlphaDropout", p)
+        _check_mode("AlphaDropout", active)
+        self.p = p
+        self.active = active
+        self.rng = resolve_key(rng)
+
+    def __call__(self, x):
+        if not is_active(self) or self.p == 0:
+            return x
+        if self.p == 1:
+            return jnp.zeros_like(x)
+        p = self.p
+        A = 1 / np.sqrt((1 - p) * (1 + p * _ALPHA_PRIME**2))
+        B = -A * _ALPHA_PRIME * p
+        u = jax.random.uniform(layer_key(self), x.shape, x.dtype)
+        return (A * jnp.where(u > p, x, _ALPHA_PRIME) + B).astype(x.dtype)
+
+    def _show(self):
+        return f"AlphaDropout({self.p})"

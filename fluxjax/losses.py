@@ -1,0 +1,507 @@
+"""Flux.Losses (`Flux/src/losses/functions.jl`), every function, with Flux's exact definitions.
+
+Conventions, as in Flux:
+
+- `loss(yhat, y; agg=mean)`: `agg` is any reduction (`jnp.mean` by default, `jnp.sum`,
+  `lambda l: l` for the unreduced array, `lambda l: jnp.sum(l) / n`, ...). Python's builtin `sum`
+  is read as `jnp.sum`, so that a ported `agg=sum` works.
+- `eps=` is Flux's `ϵ`: by default the machine epsilon of `yhat`'s float dtype
+  (`1.1920929e-07` for float32).
+- `dims=` is the class axis. Flux's `dims=1` (its first, feature axis) is `dims=0` here; `dims`
+  may be a tuple. Sums over `dims` keep the axis (Flux's `sum(...; dims)`), so `agg=lambda l: l`
+  returns Flux's `1 x N` array.
+- `yhat` and `y` must have the same size, or `y` is a scalar, else a `ValueError` saying e.g.
+  "loss function expects size(ŷ) = (2, 4) to match size(y) = (2, 3)". As in Julia, trailing
+  singleton dims do not count: `(3,)` matches `(3, 1)`.
+- `y` may be bool or int (one-hot labels): it is cast to `yhat`'s float dtype. Float32 in, float32
+  out; everything works under `jax.jit`, `jax.grad` and nested differentiation.
+
+`xlogy(x, y)` and `xlogx(x)` are 0 where `x == 0` (`0 * log(0) = 0`), with gradients that stay
+finite there.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.custom_derivatives import SymbolicZero
+
+__all__ = [
+    "mae",
+    "mse",
+    "msle",
+    "huber_loss",
+    "label_smoothing",
+    "crossentropy",
+    "logitcrossentropy",
+    "binarycrossentropy",
+    "logitbinarycrossentropy",
+    "kldivergence",
+    "poisson_loss",
+    "hinge_loss",
+    "squared_hinge_loss",
+    "dice_coeff_loss",
+    "tversky_loss",
+    "binary_focal_loss",
+    "focal_loss",
+    "siamese_contrastive_loss",
+    "ctc_loss",
+    "xlogx",
+    "xlogy",
+]
+
+Agg = Callable[[jax.Array], Any]
+Dims = int | tuple[int, ...]
+
+
+# ---------------------------------------------------------------------------------------------
+# xlogy / xlogx
+
+
+def _as_float(*xs: Any) -> list[jax.Array]:
+    arrs = [jnp.asarray(x) for x in xs]
+    dt = jnp.result_type(*xs)
+    if not jnp.issubdtype(dt, jnp.inexact):
+        dt = jnp.float32
+    return [a.astype(dt) for a in arrs]
+
+
+@jax.custom_jvp
+def _xlogy(x: jax.Array, y: jax.Array) -> jax.Array:
+    safe_y = jnp.where(x == 0, jnp.ones_like(y), y)
+    return jnp.where(x == 0, jnp.zeros_like(x * safe_y), x * jnp.log(safe_y))
+
+
+def _xlogy_jvp(primals, tangents):
+    # Flux's rule: ∂x = log(y), ∂y = x / y; the ∂y coefficient is 0 where x == 0 (the limit along
+    # x = 0) rather than 0/0, and a tangent that is symbolically zero contributes nothing, so a
+    # constant label x = 0 never multiplies log(0) = -inf.
+    x, y = primals
+    dx, dy = tangents
+    out = _xlogy(x, y)
+    tan = jnp.zeros_like(out)
+    if not isinstance(dx, SymbolicZero):
+        tan = tan + dx * jnp.log(y)
+    if not isinstance(dy, SymbolicZero):
+        safe_y = jnp.where(x == 0, jnp.ones_like(y), y)
+        tan = tan + dy * jnp.where(x == 0, jnp.zeros_like(x * y), x / safe_y)
+    return out, tan
+
+
+_xlogy.defjvp(_xlogy_jvp, symbolic_zeros=True)
+
+
+def xlogy(x: Any, y: Any) -> jax.Array:
+    """`x * log(y)`, and `0` where `x == 0` (even if `y == 0`), as `Flux.Losses.xlogy`.
+
+    >>> xlogy(0.0, 0.0), xlogy(2.0, 3.0)   # (0.0, 2 log 3)
+    """
+    x, y = _as_float(x, y)
+    x, y = jnp.broadcast_arrays(x, y)
+    return _xlogy(x, y)
+
+
+@jax.custom_jvp
+def _xlogx(x: jax.Array) -> jax.Array:
+    safe = jnp.where(x == 0, jnp.ones_like(x), x)
+    return jnp.where(x == 0, jnp.zeros_like(x), x * jnp.log(safe))
+
+
+@_xlogx.defjvp
+def _xlogx_jvp(primals, tangents):
+    (x,), (dx,) = primals, tangents
+    return _xlogx(x), dx * (jnp.log(x) + 1)
+
+
+def xlogx(x: Any) -> jax.Array:
+    """`x * log(x)`, and `0` at `x == 0` (the limit from above), as `Flux.Losses.xlogx`.
+
+    >>> xlogx(0.0), xlogx(2.0)             # (0.0, 2 log 2)
+    """
+    (x,) = _as_float(x)
+    return _xlogx(x)
+
+
+# ---------------------------------------------------------------------------------------------
+# shared plumbing
+
+
+def _shape_str(shape: tuple) -> str:
+    return "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+def _check_sizes(yhat: Any, y: Any) -> None:
+    """Flux's `_check_sizes`: raise unless `yhat` and `y` have the same size.
+
+    Scalars (Python numbers and 0-d arrays) pass, as Flux's constant labels. Sizes are compared
+    Julia-style, with missing trailing dims read as 1.
+    """
+    s1, s2 = tuple(np.shape(yhat)), tuple(np.shape(y))
+    if len(s1) == 0 or len(s2) == 0:
+        return
+    n = max(len(s1), len(s2))
+    if s1 + (1,) * (n - len(s1)) != s2 + (1,) * (n - len(s2)):
+        raise ValueError(
+            f"loss function expects size(ŷ) = {_shape_str(s1)} to match size(y) = {_shape_str(s2)}"
+        )
+
+
+def _prep(yhat: Any, y: Any) -> tuple[jax.Array, Any]:
+    """Convert, check sizes, and align ranks so numpy broadcasting equals Julia's."""
+    yhat = jnp.asarray(yhat)
+    if not jnp.issubdtype(yhat.dtype, jnp.inexact):
+        yhat = yhat.astype(jnp.float32)
+    _check_sizes(yhat, y)
+    if not isinstance(y, (int, float, complex)) or isinstance(y, bool):
+        y = jnp.asarray(y)
+        if not jnp.issubdtype(y.dtype, jnp.inexact):
+            y = y.astype(yhat.dtype)
+        if y.ndim and yhat.ndim and y.ndim != yhat.ndim:
+            if y.ndim < yhat.ndim:
+                y = y.reshape(yhat.shape)
+            else:
+                yhat = yhat.reshape(y.shape)
+    return yhat, y
+
+
+def _eps(yhat: jax.Array, eps: Any) -> Any:
+    if eps is None:
+        return float(jnp.finfo(yhat.dtype).eps)
+    if isinstance(eps, (int, float)):
+        return float(eps)
+    return jnp.asarray(eps, dtype=jnp.finfo(yhat.dtype).dtype)
+
+
+def _agg(agg: Agg) -> Agg:
+    if agg is builtins.sum:
+        return jnp.sum
+    if agg is None:
+        return lambda x: x
+    return agg
+
+
+def _cast(yhat: jax.Array, v: Any) -> Any:
+    """Flux's `ofeltype(ŷ, v)`: a Python number stays weakly typed; an array takes ŷ's dtype."""
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return float(v)
+    return jnp.asarray(v, dtype=jnp.finfo(yhat.dtype).dtype)
+
+
+def _sum(x: jax.Array, dims: Dims) -> jax.Array:
+    return jnp.sum(x, axis=dims, keepdims=True)
+
+
+def _abs2(x: jax.Array) -> jax.Array:
+    if jnp.iscomplexobj(x):
+        return jnp.real(x) ** 2 + jnp.imag(x) ** 2
+    return x * x
+
+
+def _is_concrete(x: Any) -> bool:
+    return not isinstance(x, jax.core.Tracer)
+
+
+# ---------------------------------------------------------------------------------------------
+# regression losses
+
+
+def mae(yhat: Any, y: Any, *, agg: Agg = jnp.mean) -> jax.Array:
+    """Mean absolute error: `agg(abs(ŷ - y))`.
+
+    >>> mae(jnp.array([1.1, 1.9, 3.1]), jnp.array([1.0, 2.0, 3.0]))   # 0.1
+    """
+    yhat, y = _prep(yhat, y)
+    return _agg(agg)(jnp.abs(yhat - y))
+
+
+def mse(yhat: Any, y: Any, *, agg: Agg = jnp.mean) -> jax.Array:
+    """Mean squared error: `agg(abs2(ŷ - y))` (works on complex values).
+
+    >>> mse(jnp.array([1.1, 1.9, 3.1]), jnp.array([1.0, 2.0, 3.0]))   # 0.01
+    """
+    yhat, y = _prep(yhat, y)
+    return _agg(agg)(_abs2(yhat - y))
+
+
+def msle(yhat: Any, y: Any, *, agg: Agg = jnp.mean, eps: Any = None) -> jax.Array:
+    """Mean squared logarithmic error: `agg(log((ŷ + eps) / (y + eps))^2)`.
+
+    >>> msle(jnp.array([1.1, 2.2, 3.3]), jnp.array([1.0, 2.0, 3.0]))  # 0.009084041
+    """
+    yhat, y = _prep(yhat, y)
+    e = _eps(yhat, eps)
+    return _agg(agg)(jnp.log((yhat + e) / (y + e)) ** 2)
+
+
+def huber_loss(yhat: Any, y: Any, *, agg: Agg = jnp.mean, delta: float = 1.0) -> jax.Array:
+    """Huber loss: with `e = abs(ŷ - y)`, `0.5 e^2` where `e < delta`, else `delta (e - 0.5 delta)`.
+
+    The branch mask carries no gradient, as in Flux.
+
+    >>> huber_loss(jnp.array([0.9, 0.1]), jnp.array([1.0, 1.0]))   # mean(0.5 * [0.01, 0.81])
+    """
+    yhat, y = _prep(yhat, y)
+    d = _cast(yhat, delta)
+    e = jnp.abs(yhat - y)
+    temp = jax.lax.stop_gradient((e < d).astype(e.dtype))
+    x = 0.5
+    return _agg(agg)(((e * e) * temp) * x + d * (e - x * d) * (1 - temp))
+
+
+# ---------------------------------------------------------------------------------------------
+# classification losses
+
+
+def label_smoothing(y: Any, alpha: float, *, dims: int | None = 0) -> Any:
+    """Smoothed labels, as `Flux.label_smoothing`; `0 < alpha < 1`.
+
+    - `dims=0` (Flux's `dims=1`, one-hot along the class axis): `y * (1 - alpha) + alpha / size(y, 0)`.
+    - `dims=None` (Flux's `dims=0`, binary labels in one number): `y * (1 - alpha) + alpha / 2`.
+
+    Porting note: Flux's `dims=0` (binary) is `dims=None` here, because `dims=0` is the first axis.
+
+    >>> label_smoothing(jnp.array([[0.0], [1.0]]), 0.2)    # [[0.1], [0.9]]
+    """
+    if not (0 < alpha < 1):
+        raise ValueError(f"label_smoothing: α must be between 0 and 1, got {alpha}")
+    if not isinstance(y, (int, float)) or isinstance(y, bool):
+        y = jnp.asarray(y)
+        if not jnp.issubdtype(y.dtype, jnp.inexact):
+            y = y.astype(jnp.float32)
+    if dims is None:
+        return y * (1 - alpha) + alpha / 2
+    ndim = np.ndim(y)
+    if dims == 0 or (ndim and dims == -ndim):
+        n = np.shape(y)[0] if ndim else 1
+        return y * (1 - alpha) + alpha / n
+    raise ValueError(
+        "label_smoothing: `dims` should be 0 (the class axis, Flux's dims=1) "
+        f"or None (binary labels, Flux's dims=0), got {dims!r}"
+    )
+
+
+def crossentropy(yhat: Any, y: Any, *, dims: Dims = 0, agg: Agg = jnp.mean, eps: Any = None) -> jax.Array:
+    """Cross entropy: `agg(-sum(xlogy(y, ŷ + eps); dims))`, with the class axis `dims` (default 0).
+
+    `ŷ` should be probabilities (softmax output); prefer :func:`logitcrossentropy` on logits.
+
+    >>> crossentropy(jnp.array([[0.1, 0.9], [0.9, 0.1]]), jnp.array([[0.0, 1.0], [1.0, 0.0]]))
+    """
+    yhat, y = _prep(yhat, y)
+    e = _eps(yhat, eps)
+    return _agg(agg)(-_sum(xlogy(y, yhat + e), dims))
+
+
+def logitcrossentropy(yhat: Any, y: Any, *, dims: Dims = 0, agg: Agg = jnp.mean) -> jax.Array:
+    """Cross entropy on logits: `agg(-sum(y * logsoftmax(ŷ; dims); dims))`. No eps.
+
+    Equals `crossentropy(softmax(ŷ), y)`, more stably.
+
+    >>> logitcrossentropy(jnp.zeros((3, 2)), jnp.eye(3)[:, :2])   # log(3)
+    """
+    yhat, y = _prep(yhat, y)
+    return _agg(agg)(-_sum(y * jax.nn.log_softmax(yhat, axis=dims), dims))
+
+
+def binarycrossentropy(yhat: Any, y: Any, *, agg: Agg = jnp.mean, eps: Any = None) -> jax.Array:
+    """Binary cross entropy: `agg(-xlogy(y, ŷ + eps) - xlogy(1 - y, 1 - ŷ + eps))`.
+
+    `y` may be a scalar label. Prefer :func:`logitbinarycrossentropy` on logits.
+
+    >>> binarycrossentropy(jnp.array([0.1, 0.2, 0.9]), 1)   # -mean(log([0.1, 0.2, 0.9]))
+    """
+    yhat, y = _prep(yhat, y)
+    e = _eps(yhat, eps)
+    return _agg(agg)(-xlogy(y, yhat + e) - xlogy(1 - y, 1 - yhat + e))
+
+
+def logitbinarycrossentropy(yhat: Any, y: Any, *, agg: Agg = jnp.mean) -> jax.Array:
+    """Binary cross entropy on logits: `agg((1 - y) * ŷ - logσ(ŷ))`.
+
+    Equals `binarycrossentropy(sigmoid(ŷ), y, eps=0)`, more stably.
+
+    >>> logitbinarycrossentropy(jnp.array([2.0, -1.0, 3.14159]), jnp.array([1, 0, 1]))  # 0.160832
+    """
+    yhat, y = _prep(yhat, y)
+    return _agg(agg)((1 - y) * yhat - jax.nn.log_sigmoid(yhat))
+
+
+def kldivergence(yhat: Any, y: Any, *, dims: Dims = 0, agg: Agg = jnp.mean, eps: Any = None) -> jax.Array:
+    """Kullback-Leibler divergence of `ŷ` from `y` along the class axis `dims`:
+    `agg(sum(xlogx(y); dims)) + crossentropy(ŷ, y; dims, agg, eps)`.
+
+    >>> kldivergence(jnp.full((2, 2), 0.5), jnp.eye(2))     # log(2)
+    """
+    yhat, y = _prep(yhat, y)
+    a = _agg(agg)
+    entropy = a(_sum(xlogx(y), dims))
+    return entropy + crossentropy(yhat, y, dims=dims, agg=a, eps=eps)
+
+
+def poisson_loss(yhat: Any, y: Any, *, agg: Agg = jnp.mean) -> jax.Array:
+    """Poisson loss: `agg(ŷ - xlogy(y, ŷ))`.
+
+    >>> poisson_loss(jnp.array([0.4, 0.5, 0.6]), jnp.array([0.1, 0.2, 0.3]))  # 0.6278354
+    """
+    yhat, y = _prep(yhat, y)
+    return _agg(agg)(yhat - xlogy(y, yhat))
+
+
+def hinge_loss(yhat: Any, y: Any, *, agg: Agg = jnp.mean) -> jax.Array:
+    """Hinge loss for labels in {-1, 1}: `agg(max(0, 1 - ŷ * y))`.
+
+    >>> hinge_loss(jnp.array([0.1, 0.3, 1.0, 1.5]), jnp.array([1, -1, 1, 1]))   # 0.55
+    """
+    yhat, y = _prep(yhat, y)
+    return _agg(agg)(jnp.maximum(0, 1 - yhat * y))
+
+
+def squared_hinge_loss(yhat: Any, y: Any, *, agg: Agg = jnp.mean) -> jax.Array:
+    """Squared hinge loss: `agg(max(0, 1 - ŷ * y)^2)`.
+
+    >>> squared_hinge_loss(jnp.array([0.1, 0.3, 1.0, 1.5]), jnp.array([1, -1, 1, 1]))  # 0.625
+    """
+    yhat, y = _prep(yhat, y)
+    return _agg(agg)(jnp.maximum(0, 1 - yhat * y) ** 2)
+
+
+def dice_coeff_loss(yhat: Any, y: Any, *, smooth: float = 1.0) -> jax.Array:
+    """Dice coefficient loss (V-Net): `1 - (2 sum(y ŷ) + smooth) / (sum(y^2) + sum(ŷ^2) + smooth)`.
+
+    No `agg`, as in Flux.
+
+    >>> dice_coeff_loss(jnp.array([1.1, 2.1, 3.1]), jnp.array([1.0, 2.0, 3.0]))  # 0.000992
+    """
+    yhat, y = _prep(yhat, y)
+    s = _cast(yhat, smooth)
+    return 1 - (2 * jnp.sum(y * yhat) + s) / (jnp.sum(y**2) + jnp.sum(yhat**2) + s)
+
+
+def tversky_loss(yhat: Any, y: Any, *, beta: float = 0.7) -> jax.Array:
+    """Tversky loss, Flux's code (its tests agree; its docstring swaps β and 1-β):
+
+        1 - (sum(y ŷ) + 1) / (sum(y ŷ + β (1 - y) ŷ + (1 - β) y (1 - ŷ)) + 1)
+
+    No `agg`, as in Flux.
+
+    >>> tversky_loss(jnp.array([0.0, 1.4, 0.5, 1.2]), jnp.array([1.0, 0.5, 0.3, 2.4]))  # -0.0677
+    """
+    yhat, y = _prep(yhat, y)
+    b = _cast(yhat, beta)
+    num = jnp.sum(y * yhat) + 1
+    den = jnp.sum(y * yhat + b * (1 - y) * yhat + (1 - b) * y * (1 - yhat)) + 1
+    return 1 - num / den
+
+
+def _gamma(yhat: jax.Array, gamma: Any) -> Any:
+    if isinstance(gamma, (int, np.integer)) and not isinstance(gamma, bool):
+        return int(gamma)  # integer power, as Flux keeps an Integer γ
+    return _cast(yhat, gamma)
+
+
+def binary_focal_loss(
+    yhat: Any, y: Any, *, agg: Agg = jnp.mean, gamma: float = 2, eps: Any = None
+) -> jax.Array:
+    """Binary focal loss (Lin et al. 2017). With `ŷϵ = ŷ + eps` and
+    `p_t = y ŷϵ + (1 - y)(1 - ŷϵ)`: `agg((1 - p_t)^γ * -log(p_t))`. `gamma=0` is binarycrossentropy.
+
+    >>> binary_focal_loss(jnp.array([[0.6, 0.3], [0.4, 0.7]]), jnp.array([[1, 0], [0, 1]]))  # 0.0569
+    """
+    yhat, y = _prep(yhat, y)
+    g = _gamma(yhat, gamma)
+    e = _eps(yhat, eps)
+    ye = yhat + e
+    p_t = y * ye + (1 - y) * (1 - ye)
+    return _agg(agg)((1 - p_t) ** g * -jnp.log(p_t))
+
+
+def focal_loss(
+    yhat: Any, y: Any, *, dims: Dims = 0, agg: Agg = jnp.mean, gamma: float = 2, eps: Any = None
+) -> jax.Array:
+    """Multi-class focal loss on probabilities `ŷ` (softmax output), class axis `dims`:
+    `agg(sum(-y (1 - ŷϵ)^γ log(ŷϵ); dims))` with `ŷϵ = ŷ + eps`. `gamma=0` is crossentropy.
+
+    >>> focal_loss(jnp.array([[0.4, 0.2], [0.5, 0.5], [0.1, 0.3]]),
+    ...            jnp.array([[1, 0], [0, 0], [0, 1]]))                  # 0.4599
+    """
+    yhat, y = _prep(yhat, y)
+    g = _gamma(yhat, gamma)
+    e = _eps(yhat, eps)
+    ye = yhat + e
+    return _agg(agg)(_sum(-y * (1 - ye) ** g * jnp.log(ye), dims))
+
+
+def siamese_contrastive_loss(yhat: Any, y: Any, *, agg: Agg = jnp.mean, margin: float = 1.0) -> jax.Array:
+    """Contrastive loss (Hadsell et al. 2006): `agg((1 - y) ŷ^2 + y max(0, margin - ŷ)^2)`.
+
+    A negative `margin` raises `ValueError` (Flux throws `DomainError`).
+
+    >>> siamese_contrastive_loss(jnp.array([0.6, 0.4, 0.1, 0.2, 0.7]), jnp.array([1, 0, 0, 1, 1]))  # 0.212
+    """
+    yhat, y = _prep(yhat, y)
+    if _is_concrete(margin) and np.any(np.asarray(margin) < 0):
+        raise ValueError(f"siamese_contrastive_loss: Margin must be non-negative, got {margin}")
+    m = _cast(yhat, margin)
+    return _agg(agg)((1 - y) * yhat**2 + y * jnp.maximum(0, m - yhat) ** 2)
+
+
+# ---------------------------------------------------------------------------------------------
+# CTC
+
+
+def ctc_loss(yhat: Any, y: Any) -> jax.Array:
+    """Connectionist temporal classification loss (Graves et al. 2006), as `NNlib.ctc_loss`.
+
+    `yhat` is a `(classes, time)` array of raw logits (`logsoftmax` is applied over axis 0).
+    `y` is the label sequence, **0-based** class indices in `0 .. classes-2`; the blank is the
+    **last** class, index `classes - 1` (NNlib: `size(ŷ, 1)`). Returns the negative
+    log-likelihood, a scalar (`inf` when `y` cannot fit in the time steps). One sequence per call,
+    as NNlib; `jax.vmap` it for batches of equal-length sequences.
+
+    >>> ctc_loss(jnp.array([[1., 2, 3], [2, 1, 1], [3, 3, 2]]), [0, 1])   # 3.6990738
+    """
+    yhat = jnp.asarray(yhat)
+    if not jnp.issubdtype(yhat.dtype, jnp.floating):
+        yhat = yhat.astype(jnp.float32)
+    if yhat.ndim != 2:
+        raise ValueError(f"ctc_loss expects ŷ of shape (classes, time), got shape {yhat.shape}")
+    C, T = yhat.shape
+    blank = C - 1
+    y = jnp.asarray(y).reshape(-1)
+    if _is_concrete(y):
+        yn = np.asarray(y)
+        if yn.size and (not np.issubdtype(yn.dtype, np.integer) or yn.min() < 0 or yn.max() >= blank):
+            raise ValueError(
+                f"ctc_loss: labels must be integers in 0..{blank - 1} (0-based; the blank is the last "
+                f"class, {blank}), got {yn.tolist()}"
+            )
+    y = y.astype(jnp.int32)
+    L = y.shape[0]
+    U = 2 * L + 1
+    lp = jax.nn.log_softmax(yhat, axis=0)
+    z = jnp.full((U,), blank, jnp.int32).at[1::2].set(y)
+    skip = jnp.zeros((U,), bool)
+    if U > 2:
+        skip = skip.at[2:].set((z[2:] != blank) & (z[2:] != z[:-2]))
+    lpz = lp[z, :]  # (U, T)
+    neg = jnp.asarray(-1e30, lp.dtype)  # finite log(0): keeps every gradient finite
+    alpha = jnp.full((U,), neg).at[0].set(lpz[0, 0])
+    if U > 1:
+        alpha = alpha.at[1].set(lpz[1, 0])
+
+    def step(a, lpt):
+        a1 = jnp.concatenate([neg[None], a[:-1]])
+        s = jnp.logaddexp(a, a1)
+        if U > 2:
+            a2 = jnp.concatenate([jnp.stack([neg, neg]), a[:-2]])
+            s = jnp.where(skip, jnp.logaddexp(s, a2), s)
+        return s + lpt, None
+
+    alpha, _ = jax.lax.scan(step, alpha, lpz[:, 1:].T)
+    ll = jnp.logaddexp(alpha[-1], alpha[-2]) if U > 1 else alpha[-1]
+    return jnp.where(ll < neg / 2, jnp.inf, -ll)

@@ -1,0 +1,73 @@
+"""NNlib for fluxjax: activations, softmax, conv/pool/upsample/padding and batched products.
+
+Everything is in Flux's layout (batch last, WHCN images, conv weights `(k..., Cin/groups, Cout)`)
+and Flux's semantics (`conv` flips the kernel, `SamePad` puts the extra pixel first, bilinear
+upsampling aligns corners), over `jax.numpy` / `jax.lax`. `dims` arguments are 0-based:
+Flux's `softmax(x; dims=1)` is `softmax(x, dims=0)`, the default.
+"""
+
+from .activations import (
+    celu,
+    elu,
+    gelu,
+    gelu_erf,
+    gelu_sigmoid,
+    gelu_tanh,
+    hardsigmoid,
+    hardswish,
+    hardtanh,
+    leakyrelu,
+    lisht,
+    logcosh,
+    logsigmoid,
+    mish,
+    relu,
+    relu6,
+    rrelu,
+    selu,
+    sigmoid,
+    sigmoid_fast,
+    softplus,
+    softshrink,
+    softsign,
+    swish,
+    tanh,
+    tanh_fast,
+    tanhshrink,
+    trelu,
+)
+from .batched import batched_adjoint, batched_mul, batched_transpose, batched_vec
+from .conv import (
+    conv,
+    conv_output_size,
+    conv_transpose,
+    conv_transpose_output_size,
+    crosscor,
+    depthwiseconv,
+    same_pad,
+)
+from .padding import pad_circular, pad_constant, pad_reflect, pad_repeat, pad_symmetric, pad_zeros
+from .pooling import lpnormpool, maxpool, meanpool
+from .softmax import logsoftmax, logsumexp, softmax
+from .upsample import pixel_shuffle, upsample_bilinear, upsample_linear, upsample_nearest, upsample_trilinear
+
+__all__ = [
+    # activations
+    "sigmoid", "sigmoid_fast", "hardsigmoid", "logsigmoid", "hardtanh", "relu", "leakyrelu",
+    "relu6", "rrelu", "elu", "gelu", "gelu_tanh", "gelu_erf", "gelu_sigmoid", "swish",
+    "hardswish", "lisht", "selu", "celu", "trelu", "softplus", "softsign", "logcosh", "mish",
+    "tanhshrink", "softshrink", "tanh_fast", "tanh",
+    # softmax
+    "softmax", "logsoftmax", "logsumexp",
+    # convolution
+    "conv", "crosscor", "depthwiseconv", "conv_transpose", "same_pad", "conv_output_size",
+    "conv_transpose_output_size",
+    # pooling
+    "maxpool", "meanpool", "lpnormpool",
+    # upsampling
+    "upsample_nearest", "upsample_linear", "upsample_bilinear", "upsample_trilinear", "pixel_shuffle",
+    # padding
+    "pad_zeros", "pad_constant", "pad_repeat", "pad_reflect", "pad_symmetric", "pad_circular",
+    # batched
+    "batched_mul", "batched_vec", "batched_transpose", "batched_adjoint",
+]

@@ -1,0 +1,52 @@
+"""NNlib's batched linear algebra, batch dims LAST: `batched_mul`, `batched_vec`,
+`batched_transpose`, `batched_adjoint`.
+
+`C[:, :, k...] == A[:, :, k...] @ B[:, :, k...]`. A batch size of 1 broadcasts, and either
+argument may be a plain matrix, reused for every batch, as NNlib's `⊠`.
+Example: `batched_mul(jnp.ones((2, 5, 17)), jnp.ones((5, 9, 17))).shape == (2, 9, 17)`.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+
+def batched_mul(A: jax.typing.ArrayLike, B: jax.typing.ArrayLike) -> jax.Array:
+    """Batched matrix product `(m, k, b...) x (k, n, b...) -> (m, n, b...)` (NNlib's `A ⊠ B`)."""
+    A, B = jnp.asarray(A), jnp.asarray(B)
+    if A.ndim < 2 or B.ndim < 2 or A.shape[1] != B.shape[0]:
+        raise ValueError(f"DimensionMismatch: batched_mul of arrays of shapes {A.shape} and {B.shape}")
+    if A.ndim == 2 and B.ndim == 2:
+        return A @ B
+    if A.ndim == 2:
+        return jnp.einsum("ij,jk...->ik...", A, B)
+    if B.ndim == 2:
+        return jnp.einsum("ij...,jk->ik...", A, B)
+    batch_ok = A.ndim == B.ndim and all(
+        a == b or 1 in (a, b) for a, b in zip(A.shape[2:], B.shape[2:], strict=True)
+    )
+    if not batch_ok:
+        raise ValueError(f"DimensionMismatch: batch size mismatch in batched_mul: {A.shape} vs {B.shape}")
+    return jnp.einsum("ij...,jk...->ik...", A, B)
+
+
+def batched_vec(A: jax.typing.ArrayLike, b: jax.typing.ArrayLike) -> jax.Array:
+    """Batched matrix-vector product `(m, n, k...) x (n, k...) -> (m, k...)`; a vector `b` is shared."""
+    A, b = jnp.asarray(A), jnp.asarray(b)
+    if b.ndim == 1:
+        return jnp.einsum("ij...,j->i...", A, b)
+    return jnp.einsum("ij...,j...->i...", A, b)
+
+
+def batched_transpose(A: jax.typing.ArrayLike) -> jax.Array:
+    """Transpose each matrix: `(m, n, b...) -> (n, m, b...)`."""
+    return jnp.swapaxes(jnp.asarray(A), 0, 1)
+
+
+def batched_adjoint(A: jax.typing.ArrayLike) -> jax.Array:
+    """Conjugate-transpose each matrix: `(m, n, b...) -> (n, m, b...)`."""
+    return jnp.conj(batched_transpose(A))
+
+
+__all__ = ["batched_mul", "batched_vec", "batched_transpose", "batched_adjoint"]

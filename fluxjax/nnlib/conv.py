@@ -1,0 +1,219 @@
+"""NNlib's convolutions in Flux's layout, on `jax.lax.conv_general_dilated`.
+
+Layout: `x` is `(spatial..., C, N)` (WHCN for images, `(L, C, N)` in 1-D, `(W, H, D, C, N)` in
+3-D), the weight `w` is `(k..., Cin ÷ groups, Cout)`. The dimension numbers describe that layout
+to XLA directly (`"01CN"`, `"01IO"`), so there is no transpose in user code; XLA picks the physical
+layout.
+
+`conv` is true convolution (the kernel is flipped), as NNlib's `conv` with `flipped=false`;
+`flipped=True` (or `crosscor`) is cross-correlation, which is what `lax` computes natively.
+
+Padding `pad` is an int, an N-tuple (symmetric per spatial dim), or a 2N-tuple
+`(lo1, hi1, lo2, hi2, ...)` in Flux's dim order (W first).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+IntOrTuple = int | Sequence[int]
+
+
+def expand(value: IntOrTuple, n: int, name: str = "argument") -> tuple[int, ...]:
+    """An int or n-tuple as an n-tuple of ints (NNlib's `expand(Val(n), value)`)."""
+    if isinstance(value, int):
+        return (value,) * n
+    value = tuple(int(v) for v in value)
+    if len(value) != n:
+        raise ValueError(f"DimensionMismatch: {name} {value} should have {n} entries, one per spatial dim")
+    return value
+
+
+def pad_pairs(pad: IntOrTuple, n: int) -> tuple[tuple[int, int], ...]:
+    """Flux's `pad` (int, N-tuple or 2N-tuple `(lo1, hi1, ...)`) as N `(lo, hi)` pairs."""
+    if isinstance(pad, int):
+        return ((pad, pad),) * n
+    pad = tuple(int(p) for p in pad)
+    if len(pad) == n:
+        return tuple((p, p) for p in pad)
+    if len(pad) == 2 * n:
+        return tuple((pad[2 * i], pad[2 * i + 1]) for i in range(n))
+    raise ValueError(f"DimensionMismatch: padding {pad} should have {n} or {2 * n} entries")
+
+
+def same_pad(k: IntOrTuple, dilation: IntOrTuple = 1) -> tuple[int, ...]:
+    """Flux's `SamePad()` as a 2N-tuple `(lo1, hi1, ...)`: total `(k-1)*d`, `lo = cld(total, 2)`.
+
+    The odd extra pixel goes at the start (JAX's "SAME" puts it at the end).
+    `same_pad((4, 3)) == (2, 1, 1, 1)`.
+    """
+    ks = (k,) if isinstance(k, int) else tuple(k)
+    ds = expand(dilation, len(ks), "dilation")
+    out: list[int] = []
+    for kk, d in zip(ks, ds, strict=True):
+        total = (kk - 1) * d
+        out += [-(-total // 2), total // 2]
+    return tuple(out)
+
+
+def conv_output_size(
+    in_size: Sequence[int], k: Sequence[int], *, stride: IntOrTuple = 1, pad: IntOrTuple = 0,
+    dilation: IntOrTuple = 1,
+) -> tuple[int, ...]:
+    """Spatial output size of `conv`: `fld(n + lo + hi - ((k-1)*d + 1), s) + 1` per dim."""
+    n = len(k)
+    s, d, p = expand(stride, n, "stride"), expand(dilation, n, "dilation"), pad_pairs(pad, n)
+    return tuple(
+        (i + lo + hi - ((kk - 1) * dd + 1)) // ss + 1
+        for i, kk, ss, dd, (lo, hi) in zip(in_size, k, s, d, p, strict=True)
+    )
+
+
+def conv_transpose_output_size(
+    in_size: Sequence[int], k: Sequence[int], *, stride: IntOrTuple = 1, pad: IntOrTuple = 0,
+    dilation: IntOrTuple = 1, outpad: IntOrTuple = 0,
+) -> tuple[int, ...]:
+    """Spatial output size of `conv_transpose`: `(n-1)*s + 1 + (k-1)*d - (lo+hi) + outpad`."""
+    n = len(k)
+    s, d, p = expand(stride, n, "stride"), expand(dilation, n, "dilation"), pad_pairs(pad, n)
+    op = expand(outpad, n, "outpad")
+    return tuple(
+        (i - 1) * ss + 1 + (kk - 1) * dd - (lo + hi) + o
+        for i, kk, ss, dd, (lo, hi), o in zip(in_size, k, s, d, p, op, strict=True)
+    )
+
+
+def _dimension_numbers(n: int, kernel: str) -> tuple[str, str, str]:
+    spatial = "".join(str(i) for i in range(n))
+    return spatial + "CN", spatial + kernel, spatial + "CN"
+
+
+def _check(x: jax.Array, w: jax.Array, what: str) -> int:
+    if x.ndim != w.ndim or x.ndim < 3:
+        raise ValueError(
+            f"DimensionMismatch: {what} expects x and w of equal rank >= 3 (spatial..., C, N), "
+            f"got x of shape {x.shape} and w of shape {w.shape}"
+        )
+    return w.ndim - 2
+
+
+def _promote(x, w) -> tuple[jax.Array, jax.Array]:
+    x, w = jnp.asarray(x), jnp.asarray(w)
+    dtype = jnp.result_type(x, w)
+    return x.astype(dtype), w.astype(dtype)
+
+
+def conv(
+    x: jax.typing.ArrayLike, w: jax.typing.ArrayLike, *, stride: IntOrTuple = 1,
+    pad: IntOrTuple = 0, dilation: IntOrTuple = 1, flipped: bool = False, groups: int = 1,
+) -> jax.Array:
+    """NNlib's `conv`: `y[o, co, b] = Σ x[o*s + k*d - lo, ci, b] * w[K-1-k, ci, co]` (kernel flipped).
+
+    `x` `(spatial..., Cin, N)`, `w` `(k..., Cin ÷ groups, Cout)` give `(spatial_out..., Cout, N)`;
+    with `flipped=True` the kernel is not reversed (cross-correlation).
+    `conv(jnp.ones((28, 28, 3, 16)), jnp.ones((5, 5, 3, 8))).shape == (24, 24, 8, 16)`.
+    """
+    x, w = _promote(x, w)
+    n = _check(x, w, "conv")
+    if x.shape[-2] != w.shape[-2] * groups or w.shape[-1] % groups:
+        raise ValueError(
+            f"DimensionMismatch: conv with groups={groups} expects size(x, {n + 1}) == "
+            f"size(w, {n + 1}) * groups and size(w, {n + 2}) divisible by groups, "
+            f"got x of shape {x.shape} and w of shape {w.shape}"
+        )
+    if not flipped:
+        w = lax.rev(w, tuple(range(n)))
+    return lax.conv_general_dilated(
+        x, w,
+        window_strides=expand(stride, n, "stride"),
+        padding=pad_pairs(pad, n),
+        rhs_dilation=expand(dilation, n, "dilation"),
+        dimension_numbers=_dimension_numbers(n, "IO"),
+        feature_group_count=groups,
+    )
+
+
+def crosscor(
+    x: jax.typing.ArrayLike, w: jax.typing.ArrayLike, *, stride: IntOrTuple = 1,
+    pad: IntOrTuple = 0, dilation: IntOrTuple = 1, groups: int = 1,
+) -> jax.Array:
+    """Cross-correlation, `conv(x, w; flipped=true)`, as Flux's `CrossCor`; same shapes as `conv`."""
+    return conv(x, w, stride=stride, pad=pad, dilation=dilation, flipped=True, groups=groups)
+
+
+def depthwiseconv(
+    x: jax.typing.ArrayLike, w: jax.typing.ArrayLike, *, stride: IntOrTuple = 1,
+    pad: IntOrTuple = 0, dilation: IntOrTuple = 1, flipped: bool = False,
+) -> jax.Array:
+    """NNlib's `depthwiseconv`: `conv` with `groups = Cin`.
+
+    `w` is NNlib's depthwise layout `(k..., mult, Cin)`, output channel `i*mult + m` (0-based);
+    Flux's grouped layout `(k..., 1, Cout)` (what `DepthwiseConv` holds) is accepted as well.
+    `depthwiseconv(jnp.ones((10, 10, 3, 2)), jnp.ones((2, 2, 3, 3))).shape == (9, 9, 9, 2)`.
+    """
+    x, w = _promote(x, w)
+    n = _check(x, w, "depthwiseconv")
+    cin = x.shape[-2]
+    if w.shape[-1] == cin:  # NNlib's (k..., mult, Cin): column-major merge of (mult, Cin)
+        w = jnp.reshape(w, (*w.shape[:n], 1, w.shape[-2] * cin), order="F")
+    elif not (w.shape[-2] == 1 and w.shape[-1] % cin == 0):
+        raise ValueError(
+            f"DimensionMismatch: depthwiseconv expects w of shape (k..., mult, {cin}) or "
+            f"(k..., 1, mult*{cin}) for x of shape {x.shape}, got {w.shape}"
+        )
+    return conv(x, w, stride=stride, pad=pad, dilation=dilation, flipped=flipped, groups=cin)
+
+
+def conv_transpose(
+    x: jax.typing.ArrayLike, w: jax.typing.ArrayLike, *, stride: IntOrTuple = 1,
+    pad: IntOrTuple = 0, dilation: IntOrTuple = 1, groups: int = 1, outpad: IntOrTuple = 0,
+    flipped: bool = False,
+) -> jax.Array:
+    """Transposed convolution, NNlib's `∇conv_data` as used by Flux's `ConvTranspose`.
+
+    It is the adjoint (input gradient) of `conv(·, w; stride, pad, dilation, flipped, groups)`:
+    `w` is `(k..., Cout ÷ groups, Cin)`, `x` `(spatial..., Cin, N)` gives `(spatial_out..., Cout, N)`
+    with `spatial_out = (n-1)*s + 1 + (k-1)*d - (lo+hi) + outpad`.
+    `conv_transpose(jnp.ones((8, 8, 2, 1)), jnp.ones((3, 3, 4, 2))).shape == (10, 10, 4, 1)`.
+    """
+    x, w = _promote(x, w)
+    n = _check(x, w, "conv_transpose")
+    if x.shape[-2] != w.shape[-1] or w.shape[-1] % groups:
+        raise ValueError(
+            f"DimensionMismatch: conv_transpose expects size(x, {n + 1}) == size(w, {n + 2}) "
+            f"(divisible by groups={groups}), got x of shape {x.shape} and w of shape {w.shape}"
+        )
+    k, s, d = w.shape[:n], expand(stride, n, "stride"), expand(dilation, n, "dilation")
+    op = expand(outpad, n, "outpad")
+    # Adjoint of the cross-correlation with w' = flip(w) (flipped=False) or w (flipped=True):
+    # a cross-correlation of the s-dilated input with flip(w'), padded by (k-1)*d - lo on the
+    # left and (k-1)*d - hi + outpad on the right (negative values crop).
+    if flipped:
+        w = lax.rev(w, tuple(range(n)))
+    padding = tuple(
+        ((kk - 1) * dd - lo, (kk - 1) * dd - hi + o)
+        for kk, dd, (lo, hi), o in zip(k, d, pad_pairs(pad, n), op, strict=True)
+    )
+    if groups > 1:  # (k..., Cout/g, Cin) -> (k..., Cout, Cin/g): group j's block of Cin is its own.
+        cout_g, cin = w.shape[-2], w.shape[-1]
+        w = w.reshape(*k, cout_g, groups, cin // groups)
+        w = jnp.swapaxes(w, n, n + 1).reshape(*k, groups * cout_g, cin // groups)
+    return lax.conv_general_dilated(
+        x, w,
+        window_strides=(1,) * n,
+        padding=padding,
+        lhs_dilation=s,
+        rhs_dilation=d,
+        dimension_numbers=_dimension_numbers(n, "OI"),
+        feature_group_count=groups,
+    )
+
+
+__all__ = [
+    "conv", "crosscor", "depthwiseconv", "conv_transpose", "same_pad", "conv_output_size",
+    "conv_transpose_output_size", "pad_pairs", "expand",
+]

@@ -1,0 +1,95 @@
+"""NNlib's padding functions: `pad_zeros`, `pad_constant`, `pad_repeat`, `pad_reflect`,
+`pad_symmetric`, `pad_circular`.
+
+`dims` are 0-based axes (Flux's `dims=1` is `dims=0`). `pad` is an int, a tuple with one entry
+per padded dim (symmetric), or `(lo1, hi1, lo2, hi2, ...)`.
+
+Defaults follow NNlib: `pad_constant`/`pad_zeros` pad every dim; the other modes pad the first
+`len(pad) // 2` dims for a tuple, and the spatial dims (all but the last two) for an int.
+Example: `pad_zeros(jnp.ones((2, 2)), 1).shape == (4, 4)`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import jax
+import jax.numpy as jnp
+
+PadSpec = int | Sequence[int]
+DimSpec = int | Sequence[int] | None
+
+
+def _dims(dims: DimSpec, ndim: int, default: Sequence[int]) -> tuple[int, ...]:
+    if dims is None:
+        return tuple(default)
+    dims = (dims,) if isinstance(dims, int) else tuple(dims)
+    return tuple(d % ndim for d in dims)
+
+
+def _pairs(pad: PadSpec, dims: tuple[int, ...], ndim: int, allow_symmetric: bool) -> list[tuple[int, int]]:
+    """Per-axis `(lo, hi)` for all `ndim` axes, zero on axes not in `dims` (NNlib's `gen_pad`)."""
+    if isinstance(pad, int):
+        flat = [pad] * (2 * len(dims))
+    else:
+        pad = tuple(int(p) for p in pad)
+        if allow_symmetric and len(pad) == len(dims):
+            flat = [p for p in pad for _ in range(2)]
+        elif len(pad) == 2 * len(dims):
+            flat = list(pad)
+        else:
+            raise ValueError(f"Could not parse padding {pad} and dims {dims}")
+    pairs = [(0, 0)] * ndim
+    for i, d in enumerate(dims):
+        pairs[d] = (flat[2 * i], flat[2 * i + 1])
+    return pairs
+
+
+def pad_constant(x: jax.typing.ArrayLike, pad: PadSpec, val: float = 0, *, dims: DimSpec = None) -> jax.Array:
+    """Pad `x` with the constant `val`; by default on every dim.
+
+    `pad_constant(jnp.ones((2, 2)), (1, 2, 3, 4), 8).shape == (5, 9)`.
+    """
+    x = jnp.asarray(x)
+    dims_ = _dims(dims, x.ndim, range(x.ndim))
+    return jnp.pad(x, _pairs(pad, dims_, x.ndim, True), constant_values=val)
+
+
+def pad_zeros(x: jax.typing.ArrayLike, pad: PadSpec, *, dims: DimSpec = None) -> jax.Array:
+    """Pad `x` with zeros: `pad_constant(x, pad, 0; dims)`."""
+    return pad_constant(x, pad, 0, dims=dims)
+
+
+def _pad_mode(x, pad: PadSpec, dims: DimSpec, mode: str) -> jax.Array:
+    x = jnp.asarray(x)
+    if isinstance(pad, int):
+        default = range(x.ndim - 2)
+    else:
+        if len(pad) % 2:
+            raise ValueError(f"padding {tuple(pad)} must have an even length (lo1, hi1, lo2, hi2, ...)")
+        default = range(len(pad) // 2)
+    dims_ = _dims(dims, x.ndim, default)
+    return jnp.pad(x, _pairs(pad, dims_, x.ndim, False), mode=mode)
+
+
+def pad_repeat(x: jax.typing.ArrayLike, pad: PadSpec, *, dims: DimSpec = None) -> jax.Array:
+    """Pad by repeating the border values (`[1,2,3]` with `(2,1)` gives `[1,1,1,2,3,3]`)."""
+    return _pad_mode(x, pad, dims, "edge")
+
+
+def pad_reflect(x: jax.typing.ArrayLike, pad: PadSpec, *, dims: DimSpec = None) -> jax.Array:
+    """Pad by reflecting across the border, excluding it (`[1,2,3]` with `(2,1)` gives `[3,2,1,2,3,2]`)."""
+    return _pad_mode(x, pad, dims, "reflect")
+
+
+def pad_symmetric(x: jax.typing.ArrayLike, pad: PadSpec, *, dims: DimSpec = None) -> jax.Array:
+    """Pad by reflecting including the border (`[1,2,3]` with `(2,1)` gives `[2,1,1,2,3,3]`)."""
+    return _pad_mode(x, pad, dims, "symmetric")
+
+
+def pad_circular(x: jax.typing.ArrayLike, pad: PadSpec, *, dims: DimSpec = None) -> jax.Array:
+    """Pad by wrapping around (`[1,2,3]` with `(2,1)` gives `[2,3,1,2,3,1]`)."""
+    return _pad_mode(x, pad, dims, "wrap")
+
+
+__all__ = ["pad_zeros", "pad_constant", "pad_repeat", "pad_reflect", "pad_symmetric", "pad_circular"]

@@ -1,0 +1,82 @@
+"""softmax, logsoftmax and logsumexp along Flux's `dims`, written 0-based.
+
+Flux's default `dims=1` (the first, feature axis) is `dims=0` here; `dims` may be an int, a
+tuple of ints, or `None` for all axes (Julia's `dims=:`). Results keep the reduced axes, as
+Julia's do. Like NNlib, a slice whose maximum is `+Inf` gives probability shared equally by its
+`+Inf` entries (`softmax([Inf, 1.0]) == [1, 0]`), never NaN.
+
+Example: `softmax(jnp.ones((10, 32)))` has shape `(10, 32)` and each column sums to 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import jax
+import jax.numpy as jnp
+
+from .activations import _float
+
+Dims = int | Sequence[int] | None
+
+_NUMBER_ERROR = (
+    "`{f}(x)` called with a number, but it expects an array. Usually this is because a layer "
+    "like `Dense(3, 4, softmax)` is broadcasting it like an activation function; `softmax` needs "
+    "to be outside the layer: `Chain(Dense(3, 4), softmax)`."
+)
+
+
+def _prepare(f: str, x, dims: Dims) -> tuple[jax.Array, tuple[int, ...]]:
+    x = _float(x)
+    if x.ndim == 0:
+        raise TypeError(_NUMBER_ERROR.format(f=f))
+    if dims is None:
+        return x, tuple(range(x.ndim))
+    axes = (dims,) if isinstance(dims, int) else tuple(dims)
+    return x, tuple(a % x.ndim for a in axes)
+
+
+def _shifted(x: jax.Array, axes: tuple[int, ...]) -> tuple[jax.Array, jax.Array]:
+    """`x - max(x)` made safe: slices with max `+Inf` map `+Inf -> 0` and the rest to `-Inf`.
+
+    Returns the shifted array and a mask of the slices whose maximum was `+Inf`.
+    """
+    m = jax.lax.stop_gradient(jnp.max(x, axis=axes, keepdims=True))
+    inf_slice = m == jnp.inf
+    m = jnp.where(jnp.isfinite(m), m, jnp.zeros_like(m))
+    z = jnp.where(inf_slice, jnp.zeros_like(x), x) - m
+    z_inf = jnp.where(x == jnp.inf, jnp.zeros_like(x), jnp.full_like(x, -jnp.inf))
+    return jnp.where(inf_slice, z_inf, z), inf_slice
+
+
+def softmax(x: jax.typing.ArrayLike, dims: Dims = 0) -> jax.Array:
+    """`softmax(x; dims) = exp.(x) ./ sum(exp.(x); dims)`, computed as `exp(x - max)`.
+
+    `softmax(jnp.array([1., 2., 3.]))` is `[0.0900306, 0.2447285, 0.6652410]`.
+    """
+    x, axes = _prepare("softmax", x, dims)
+    e = jnp.exp(_shifted(x, axes)[0])
+    return e / jnp.sum(e, axis=axes, keepdims=True)
+
+
+def logsoftmax(x: jax.typing.ArrayLike, dims: Dims = 0) -> jax.Array:
+    """`logsoftmax(x; dims) = x .- log.(sum(exp.(x); dims))`, computed stably; `(m, n) -> (m, n)`."""
+    x, axes = _prepare("logsoftmax", x, dims)
+    z = _shifted(x, axes)[0]
+    return z - jnp.log(jnp.sum(jnp.exp(z), axis=axes, keepdims=True))
+
+
+def logsumexp(x: jax.typing.ArrayLike, dims: Dims = None) -> jax.Array:
+    """`logsumexp(x; dims) = log.(sum(exp.(x); dims))`, stable; `dims=None` returns a scalar.
+
+    With `dims` the reduced axes are kept (size 1), as NNlib. A slice containing `+Inf` gives
+    `+Inf` (NNlib gives NaN there).
+    """
+    x, axes = _prepare("logsumexp", x, dims)
+    m = jax.lax.stop_gradient(jnp.max(x, axis=axes, keepdims=True))
+    m = jnp.where(jnp.isfinite(m), m, jnp.zeros_like(m))
+    y = m + jnp.log(jnp.sum(jnp.exp(x - m), axis=axes, keepdims=True))
+    return y.reshape(()) if dims is None else y
+
+
+__all__ = ["softmax", "logsoftmax", "logsumexp"]

@@ -1,0 +1,308 @@
+"""Optimisers.jl's Adam family: Adam, AdamW, RAdam, AdaMax, OAdam, AMSGrad, NAdam, AdaBelief, Lion.
+
+Notation as Optimisers.jl v0.4.8: ``m``, ``v`` the first and second moments (start at 0 unless
+said), updated first each step (``m ← β₁m + (1-β₁)g``, ``v ← β₂v + (1-β₂)g²``); ``βt`` the running
+product ``βᵗ``, stored per array in the parameter's type and multiplied by ``β`` after each step,
+so bias corrections match Optimisers.jl bit for bit. ``Δ`` is subtracted: ``x ← x - Δ``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from ._rule_base import Rule, _pop_lambda
+
+__all__ = ["Adam", "AdamW", "RAdam", "AdaMax", "OAdam", "AMSGrad", "NAdam", "AdaBelief", "Lion"]
+
+Pair = tuple[float, float]
+
+
+class AdamState(NamedTuple):
+    mt: Any
+    vt: Any
+    beta_t: Any  # per array: (β₁ᵗ, β₂ᵗ) as 0-d arrays of the parameter's type
+    hyper: dict
+
+
+def _moments(h: dict, g: jax.Array, mt: jax.Array, vt: jax.Array) -> tuple[jax.Array, jax.Array]:
+    b1, b2 = h["beta"]
+    return b1 * mt + (1 - b1) * g, b2 * vt + (1 - b2) * (g * g)
+
+
+def _next_bt(h: dict, bt: tuple) -> tuple:
+    return (bt[0] * h["beta"][0], bt[1] * h["beta"][1])
+
+
+class _AdamLike(Rule):
+    _names = ("eta", "beta", "epsilon")
+    _dynamic = ("eta", "beta", "epsilon")
+    State = AdamState
+
+    def _init_leaf(self, x: jax.Array) -> tuple:
+        b1, b2 = self._hp["beta"]
+        return jnp.zeros_like(x), jnp.zeros_like(x), (jnp.asarray(b1, x.dtype), jnp.asarray(b2, x.dtype))
+
+
+class Adam(_AdamLike):
+    """``Adam(eta=0.001, beta=(0.9, 0.999), epsilon=1e-8)``.
+
+    ``Δ = η·(m/(1-βt₁)) / (√(v/(1-βt₂)) + ϵ)`` — ϵ outside the root, after bias correction (as
+    PyTorch and ``optax.adam``). Adjustable in state: ``eta``, ``beta``, ``epsilon``.
+    """
+
+    def __new__(cls, eta: float = 0.001, beta: Pair = (0.9, 0.999), epsilon: float = 1e-8) -> Adam:
+        return cls._create(eta=eta, beta=beta, epsilon=epsilon)
+
+    def _step_leaf(self, h: dict, shared: tuple, g: jax.Array, x: Any, mt: Any, vt: Any, bt: tuple) -> tuple:
+        mt, vt = _moments(h, g, mt, vt)
+        delta = mt / (1 - bt[0]) / (jnp.sqrt(vt / (1 - bt[1])) + h["epsilon"]) * h["eta"]
+        return delta, mt, vt, _next_bt(h, bt)
+
+
+class AdamW(_AdamLike):
+    """``AdamW(eta=0.001, beta=(0.9, 0.999), lambda_=0.0, epsilon=1e-8, *, couple=True)``.
+
+    ``a = m̂/(√v̂ + ϵ)`` (Adam with η = 1). ``couple=True`` (default, PyTorch's and
+    ``optax.adamw``'s form): ``Δ = η·(a + λ·x)``; ``couple=False``: ``Δ = η·a + λ·x``.
+    ``lambd=`` and ``**{"lambda": ...}`` are accepted. Needs ``params``. Adjustable in state:
+    ``eta``, ``beta``, ``lambda_``, ``epsilon``; ``couple`` is structural.
+    """
+
+    _names = ("eta", "beta", "lambda_", "epsilon", "couple")
+    _dynamic = ("eta", "beta", "lambda_", "epsilon")
+    _needs_params = True
+
+    def __new__(
+        cls,
+        eta: float = 0.001,
+        beta: Pair = (0.9, 0.999),
+        lambda_: float | None = None,
+        epsilon: float = 1e-8,
+        *,
+        couple: bool = True,
+        lambd: float | None = None,
+        **kw: Any,
+    ) -> AdamW:
+        lam = _pop_lambda("AdamW", lambda_, lambd, kw, 0.0)
+        return cls._create(eta=eta, beta=beta, lambda_=lam, epsilon=epsilon, couple=bool(couple))
+
+    def _step_leaf(
+        self, h: dict, shared: tuple, g: jax.Array, x: jax.Array, mt: Any, vt: Any, bt: tuple
+    ) -> tuple:
+        mt, vt = _moments(h, g, mt, vt)
+        # AdamW uses T(ϵ), not Optimisers.jl's _eps (only differs for Float16).
+        a = mt / (1 - bt[0]) / (jnp.sqrt(vt / (1 - bt[1])) + h["epsilon_raw"])
+        eta, lam = h["eta"], h["lambda_"]
+        x = x.astype(g.dtype)
+        delta = eta * (a + lam * x) if self._hp["couple"] else eta * a + lam * x
+        return delta, mt, vt, _next_bt(h, bt)
+
+
+class RAdamState(NamedTuple):
+    mt: Any
+    vt: Any
+    beta_t: Any
+    t: jax.Array  # step number, starts at 1 (int32)
+    hyper: dict
+
+
+class RAdam(_AdamLike):
+    """``RAdam(eta=0.001, beta=(0.9, 0.999), epsilon=1e-8)``: rectified Adam.
+
+    ``ρ∞ = 2/(1-β₂) - 1``, ``ρ = ρ∞ - 2t·βt₂/(1-βt₂)``. If ``ρ > 4``:
+    ``r = √((ρ-4)(ρ-2)ρ∞ / ((ρ∞-4)(ρ∞-2)ρ))`` and ``Δ = m̂/(√v̂ + ϵ)·η·r``; else ``Δ = m̂·η``.
+    Adjustable in state: ``eta``, ``beta``, ``epsilon``.
+    """
+
+    State = RAdamState
+    _n_shared = 1
+
+    def __new__(cls, eta: float = 0.001, beta: Pair = (0.9, 0.999), epsilon: float = 1e-8) -> RAdam:
+        return cls._create(eta=eta, beta=beta, epsilon=epsilon)
+
+    def _init_shared(self) -> tuple:
+        return (jnp.ones((), jnp.int32),)
+
+    def _step_shared(self, hyper: dict, shared: tuple) -> tuple:
+        return (shared[0] + 1,)
+
+    def _step_leaf(self, h: dict, shared: tuple, g: jax.Array, x: Any, mt: Any, vt: Any, bt: tuple) -> tuple:
+        eta, b2, eps = h["eta"], h["beta"][1], h["epsilon"]
+        t = shared[0].astype(g.dtype)
+        rho_inf = 2 / (1 - b2) - 1
+        mt, vt = _moments(h, g, mt, vt)
+        rho = rho_inf - 2 * t * bt[1] / (1 - bt[1])
+        mhat = mt / (1 - bt[0])
+        r = jnp.sqrt((rho - 4) * (rho - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho))
+        rectified = mhat / (jnp.sqrt(vt / (1 - bt[1])) + eps) * eta * r
+        delta = jnp.where(rho > 4, rectified, mhat * eta)
+        return delta, mt, vt, _next_bt(h, bt)
+
+
+class AdaMaxState(NamedTuple):
+    mt: Any
+    ut: Any
+    beta_t: Any
+    hyper: dict
+
+
+class AdaMax(_AdamLike):
+    """``AdaMax(eta=0.001, beta=(0.9, 0.999), epsilon=1e-8)``: Adam with the ∞-norm.
+
+    ``u ← max(β₂·u, |g|)``; ``Δ = (η/(1-βt₁))·m/(u + ϵ)``. Adjustable in state: ``eta``, ``beta``,
+    ``epsilon``.
+    """
+
+    State = AdaMaxState
+
+    def __new__(cls, eta: float = 0.001, beta: Pair = (0.9, 0.999), epsilon: float = 1e-8) -> AdaMax:
+        return cls._create(eta=eta, beta=beta, epsilon=epsilon)
+
+    def _step_leaf(self, h: dict, shared: tuple, g: jax.Array, x: Any, mt: Any, ut: Any, bt: tuple) -> tuple:
+        b1, b2 = h["beta"]
+        mt = b1 * mt + (1 - b1) * g
+        ut = jnp.maximum(b2 * ut, jnp.abs(g))
+        delta = (h["eta"] / (1 - bt[0])) * mt / (ut + h["epsilon"])
+        return delta, mt, ut, _next_bt(h, bt)
+
+
+class OAdamState(NamedTuple):
+    mt: Any
+    vt: Any
+    beta_t: Any
+    term: Any  # the previous step's Adam term, starts at 0
+    hyper: dict
+
+
+class OAdam(_AdamLike):
+    """``OAdam(eta=0.001, beta=(0.5, 0.9), epsilon=1e-8)``: optimistic Adam.
+
+    ``term ← η·m̂/(√v̂ + ϵ)``; ``Δ = 2·term - term_old``. Adjustable in state: ``eta``, ``beta``,
+    ``epsilon``.
+    """
+
+    State = OAdamState
+
+    def __new__(cls, eta: float = 0.001, beta: Pair = (0.5, 0.9), epsilon: float = 1e-8) -> OAdam:
+        return cls._create(eta=eta, beta=beta, epsilon=epsilon)
+
+    def _init_leaf(self, x: jax.Array) -> tuple:
+        return (*super()._init_leaf(x), jnp.zeros_like(x))
+
+    def _step_leaf(
+        self, h: dict, shared: tuple, g: jax.Array, x: Any, mt: Any, vt: Any, bt: tuple, term: Any
+    ) -> tuple:
+        mt, vt = _moments(h, g, mt, vt)
+        new = h["eta"] * mt / (1 - bt[0]) / (jnp.sqrt(vt / (1 - bt[1])) + h["epsilon"])
+        return 2 * new - term, mt, vt, _next_bt(h, bt), new
+
+
+class AMSGradState(NamedTuple):
+    mt: Any
+    vt: Any
+    vhat: Any
+    hyper: dict
+
+
+class AMSGrad(_AdamLike):
+    """``AMSGrad(eta=0.001, beta=(0.9, 0.999), epsilon=1e-8)``.
+
+    ``m``, ``v`` and ``v̂`` all start at ``ϵ`` (filled). ``v̂ ← max(v̂, v)``;
+    ``Δ = η·m/(√v̂ + ϵ)`` — **no** bias correction. Adjustable in state: ``eta``, ``beta``,
+    ``epsilon`` (the initial fill uses the rule's value).
+    """
+
+    State = AMSGradState
+
+    def __new__(cls, eta: float = 0.001, beta: Pair = (0.9, 0.999), epsilon: float = 1e-8) -> AMSGrad:
+        return cls._create(eta=eta, beta=beta, epsilon=epsilon)
+
+    def _init_leaf(self, x: jax.Array) -> tuple:
+        e = self._hp["epsilon"]
+        return jnp.full_like(x, e), jnp.full_like(x, e), jnp.full_like(x, e)
+
+    def _step_leaf(self, h: dict, shared: tuple, g: jax.Array, x: Any, mt: Any, vt: Any, vhat: Any) -> tuple:
+        mt, vt = _moments(h, g, mt, vt)
+        vhat = jnp.maximum(vhat, vt)
+        return h["eta"] * mt / (jnp.sqrt(vhat) + h["epsilon"]), mt, vt, vhat
+
+
+class NAdam(_AdamLike):
+    """``NAdam(eta=0.001, beta=(0.9, 0.999), epsilon=1e-8)``: Nesterov-accelerated Adam.
+
+    ``Δ = (β₁·m/(1-β₁·βt₁) + (1-β₁)·g/(1-βt₁)) / (√(v·β₂/(1-βt₂)) + ϵ)·η``. Adjustable in
+    state: ``eta``, ``beta``, ``epsilon``.
+    """
+
+    def __new__(cls, eta: float = 0.001, beta: Pair = (0.9, 0.999), epsilon: float = 1e-8) -> NAdam:
+        return cls._create(eta=eta, beta=beta, epsilon=epsilon)
+
+    def _step_leaf(self, h: dict, shared: tuple, g: jax.Array, x: Any, mt: Any, vt: Any, bt: tuple) -> tuple:
+        b1, b2 = h["beta"]
+        mt, vt = _moments(h, g, mt, vt)
+        num = b1 * mt / (1 - b1 * bt[0]) + (1 - b1) * g / (1 - bt[0])
+        delta = num / (jnp.sqrt(vt * b2 / (1 - bt[1])) + h["epsilon"]) * h["eta"]
+        return delta, mt, vt, _next_bt(h, bt)
+
+
+class AdaBeliefState(NamedTuple):
+    mt: Any
+    st: Any
+    beta_t: Any
+    hyper: dict
+
+
+class AdaBelief(_AdamLike):
+    """``AdaBelief(eta=0.001, beta=(0.9, 0.999), epsilon=1e-16)``.
+
+    ``s ← β₂·s + (1-β₂)·(g - m)² + ϵ`` (with the new ``m``); ``Δ = η·m̂/(√ŝ + ϵ)``. Equals
+    ``optax.adabelief(eta, b1, b2, eps=ϵ, eps_root=ϵ)``. Adjustable in state: ``eta``, ``beta``,
+    ``epsilon``.
+    """
+
+    State = AdaBeliefState
+
+    def __new__(cls, eta: float = 0.001, beta: Pair = (0.9, 0.999), epsilon: float = 1e-16) -> AdaBelief:
+        return cls._create(eta=eta, beta=beta, epsilon=epsilon)
+
+    def _step_leaf(self, h: dict, shared: tuple, g: jax.Array, x: Any, mt: Any, st: Any, bt: tuple) -> tuple:
+        b1, b2 = h["beta"]
+        eps = h["epsilon"]
+        mt = b1 * mt + (1 - b1) * g
+        st = b2 * st + (1 - b2) * (g - mt) ** 2 + eps
+        delta = h["eta"] * mt / (1 - bt[0]) / (jnp.sqrt(st / (1 - bt[1])) + eps)
+        return delta, mt, st, _next_bt(h, bt)
+
+
+class LionState(NamedTuple):
+    mt: Any
+    hyper: dict
+
+
+class Lion(Rule):
+    """``Lion(eta=0.001, beta=(0.9, 0.999))``.
+
+    Exactly Optimisers.jl v0.4.8's code: ``m ← β₂·g + (1-β₂)·m``;
+    ``Δ = η·sign((β₂-β₁)·g + β₁·m)``. Note the momentum update weights the *gradient* by β₂ (the
+    paper and ``optax.lion`` use ``m ← β₂·m + (1-β₂)·g``), so this agrees with ``optax.lion`` on the
+    first step and whenever the gradient keeps its sign, not in general. Adjustable in state:
+    ``eta``, ``beta``.
+    """
+
+    _names = ("eta", "beta")
+    _dynamic = ("eta", "beta")
+    State = LionState
+
+    def __new__(cls, eta: float = 0.001, beta: Pair = (0.9, 0.999)) -> Lion:
+        return cls._create(eta=eta, beta=beta)
+
+    def _init_leaf(self, x: jax.Array) -> tuple:
+        return (jnp.zeros_like(x),)
+
+    def _step_leaf(self, h: dict, shared: tuple, g: jax.Array, x: Any, mt: Any) -> tuple:
+        b1, b2 = h["beta"]
+        mt = b2 * g + (1 - b2) * mt
+        return h["eta"] * jnp.sign((b2 - b1) * g + b1 * mt), mt

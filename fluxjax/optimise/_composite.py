@@ -1,0 +1,161 @@
+"""``OptimiserChain`` and ``AccumGrad``: rules that compose or delay other rules."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from ._rule_base import DeltaUpdate, PyTree, Rule, _is_none, _or, _tree_select, _zeros_where
+
+__all__ = ["OptimiserChain", "AccumGrad"]
+
+
+def _check_transform(o: Any) -> None:
+    if not (callable(getattr(o, "init", None)) and callable(getattr(o, "update", None))):
+        raise TypeError(f"OptimiserChain: {o!r} is neither a rule nor an optax GradientTransformation")
+
+
+class OptimiserChain(Rule):
+    """``OptimiserChain(*opts)``: each rule transforms the previous ``Δ``, in order.
+
+    ``OptimiserChain(WeightDecay(λ), Adam())`` feeds ``g + λx`` to Adam;
+    ``OptimiserChain(ClipGrad(δ), Descent(η))`` clips before scaling. The empty chain is the
+    identity, i.e. ``Descent(1)``. The state is the tuple of the rules' states, as Optimisers.jl.
+
+    Any optax ``GradientTransformation`` may appear in the chain. It is spliced in as in
+    ``optax.chain``: values between rules are in gradient convention (Optimisers.jl's ``Δ`` and the
+    updates optax passes between ``clip``, ``scale_by_adam``, ...), so a foreign transform in the
+    middle is applied as is; a foreign transform in the *last* place is taken to produce optax
+    updates (as ``optax.sgd``/``optax.adam`` do) and its output is the chain's output. So
+    ``OptimiserChain(ClipGrad(1.0), optax.sgd(0.1))`` equals ``OptimiserChain(ClipGrad(1.0),
+    Descent(0.1))`` and ``OptimiserChain(optax.clip_by_global_norm(1.0), Adam())`` clips first.
+
+    ``adjust`` acts on every rule (unknown names ignored per rule); ``adjust_state(eta=...)`` also
+    sets ``learning_rate`` in a foreign ``optax.inject_hyperparams`` state.
+    """
+
+    _names = ("opts",)
+
+    def __new__(cls, *opts: Any) -> OptimiserChain:
+        for o in opts:
+            _check_transform(o)
+        return cls._create(opts=tuple(opts))
+
+    def __repr__(self) -> str:
+        return f"OptimiserChain({', '.join(repr(o) for o in self.opts)})"
+
+    def static_key(self) -> Any:
+        return (OptimiserChain, tuple(o.static_key() if isinstance(o, Rule) else o for o in self.opts))
+
+    def adjust(self, eta: float | None = None, /, **kw: Any) -> OptimiserChain:
+        if eta is None and not kw:
+            raise ValueError("adjust must be given something to act on!")
+        args = () if eta is None else (eta,)
+        return OptimiserChain(*(o.adjust(*args, **kw) if isinstance(o, Rule) else o for o in self.opts))
+
+    def adjust_state(self, state: PyTree, eta: float | None = None, /, **kw: Any) -> PyTree:
+        if eta is None and not kw:
+            raise ValueError("adjust must be given something to act on!")
+        args = () if eta is None else (eta,)
+        out = []
+        for o, s in zip(self.opts, state, strict=True):
+            if isinstance(o, Rule):
+                out.append(o.adjust_state(s, *args, **kw))
+            else:
+                out.append(_adjust_foreign(s, eta if eta is not None else kw.get("eta")))
+        return tuple(out)
+
+    def _delta_init(self, params: PyTree) -> PyTree:
+        return tuple(o._delta_init(params) if isinstance(o, Rule) else o.init(params) for o in self.opts)
+
+    def _delta_update(self, dx: PyTree, state: PyTree, params: PyTree = None, **extra: Any) -> DeltaUpdate:
+        if len(state) != len(self.opts):
+            raise ValueError(f"OptimiserChain of {len(self.opts)} rules given a state of length {len(state)}")
+        skip = None
+        new_states = []
+        last = len(self.opts) - 1
+        for i, (o, s) in enumerate(zip(self.opts, state, strict=True)):
+            if isinstance(o, Rule):
+                d, s_new, sk = o._delta_update(dx, s, params, **extra)
+            else:
+                d, s_new = optax.with_extra_args_support(o).update(dx, s, params, **extra)
+                sk = None
+                if i == last:  # optax updates are added: back to Δ-convention, negated again at the end
+                    d = jax.tree.map(jnp.negative, d)
+            if skip is not None:  # an earlier AccumGrad is still accumulating: this rule is not run
+                s_new = _tree_select(skip, s, s_new)
+            skip = _or(skip, sk)
+            new_states.append(s_new)
+            dx = d
+        if skip is not None:
+            dx = _zeros_where(skip, dx)
+        return dx, tuple(new_states), skip
+
+
+def _adjust_foreign(state: PyTree, eta: Any) -> PyTree:
+    hp = getattr(state, "hyperparams", None)
+    if eta is None or not isinstance(hp, dict) or "learning_rate" not in hp:
+        return state
+    old = jnp.asarray(hp["learning_rate"])
+    return state._replace(hyperparams={**hp, "learning_rate": jnp.asarray(eta, old.dtype)})
+
+
+class AccumGradState(NamedTuple):
+    acc: Any  # running mean of the gradients of this cycle
+    counter: jax.Array  # 1..n (int32), the step within the cycle
+    hyper: dict  # {"n": int32}
+
+
+class AccumGrad(Rule):
+    """``AccumGrad(n)``: accumulate ``n`` gradients, then pass on their mean.
+
+    Use as ``OptimiserChain(AccumGrad(n), rule)``: for ``n-1`` steps the update is zero and the rules
+    after it keep their state (as Optimisers.jl, where they are not called); on the ``n``-th the mean
+    ``Σg/n`` (accumulated as ``acc = g₁/n + g₂/n + …``) goes on. Jit-compatible (``jnp.where``).
+    Adjustable in state: ``n`` (a firing happens when ``counter >= n``).
+    """
+
+    _names = ("n",)
+    _dynamic = ("n",)
+    State = AccumGradState
+
+    def __new__(cls, n: int) -> AccumGrad:
+        return cls._create(n=n)
+
+    @classmethod
+    def _check(cls, hp: dict) -> dict:
+        n = hp.get("n")
+        if n is not None:
+            if isinstance(n, bool) or int(n) != n:
+                raise TypeError(f"AccumGrad: n must be an integer, got {n!r}")
+            if n < 1:
+                raise ValueError("AccumGrad must accumulate at least one gradient")
+        return {k: int(v) for k, v in hp.items()}
+
+    def _make_hyper(self, params: PyTree) -> dict:
+        return {"n": jnp.asarray(self._hp["n"], jnp.int32)}
+
+    def _delta_init(self, params: PyTree) -> PyTree:
+        acc = jax.tree.map(lambda x: None if x is None else jnp.zeros_like(x), params, is_leaf=_is_none)
+        return AccumGradState(acc, jnp.ones((), jnp.int32), self._make_hyper(params))
+
+    def _delta_update(self, dx: PyTree, state: PyTree, params: PyTree = None, **extra: Any) -> DeltaUpdate:
+        acc, counter, hyper = state
+        n = hyper["n"]
+        first = counter == 1
+
+        def step(a: Any, g: Any) -> Any:
+            if g is None:
+                return a
+            g = jnp.asarray(g).astype(a.dtype) / n.astype(a.dtype)
+            return jnp.where(first, g, a + g)
+
+        acc = jax.tree.map(step, acc, dx, is_leaf=_is_none)
+        fire = counter >= n
+        delta = jax.tree.map(lambda a, g: None if g is None else a, acc, dx, is_leaf=_is_none)
+        delta = _zeros_where(jnp.logical_not(fire), delta)
+        counter = jnp.where(fire, jnp.ones_like(counter), counter + 1)
+        return delta, AccumGradState(acc, counter, hyper), jnp.logical_not(fire)

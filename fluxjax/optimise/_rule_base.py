@@ -1,0 +1,342 @@
+"""Machinery shared by every Optimisers.jl rule: the ``Rule`` base class.
+
+Sign convention
+---------------
+Optimisers.jl rules compute a step ``Δ`` that is *subtracted* (``x ← x - Δ``); a plain gradient is
+already in this convention, and ``OptimiserChain`` feeds each rule's ``Δ`` to the next. optax
+transformations return updates that are *added*. Every rule here is an
+``optax.GradientTransformationExtraArgs`` whose public ``update`` returns ``-Δ`` (optax's
+convention), while the internal ``_delta_update`` works in Optimisers.jl's Δ-convention and is what
+``OptimiserChain`` composes, negating once at the end.
+
+Hyperparameters in the state
+----------------------------
+The numeric hyperparameters a rule reads while stepping (``eta``, ``beta``, ``epsilon``, ``rho``,
+``lambda_``, ``delta``, ``omega``, ``ell``, ``gamma``, AccumGrad's ``n``) are written into the state
+at ``init`` as 0-d arrays, in ``state.hyper`` (float32, or float64 when a float64 parameter is given
+with x64 enabled). ``update`` reads them from there, so ``rule.adjust_state(state, eta=0.01)``
+changes the learning rate of a compiled step without re-tracing. Structural options (``centred``,
+``couple``, ``p``, ``throw``) live only on the rule. ``rule.adjust(...)`` returns a new rule (for
+printing, for ``init`` of new parameters, and for the structural options); call both to mirror
+Optimisers.jl's ``adjust``, which keeps the moments and changes the rule.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, ClassVar, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+__all__ = ["Rule", "LeafState", "DeltaUpdate"]
+
+PyTree = Any
+# (Δ, new_state, skip): skip is None, or a boolean scalar that is True when this step makes no update
+# and the rules after this one must leave their state alone (AccumGrad between its firings).
+DeltaUpdate = tuple[PyTree, PyTree, Any]
+
+_ALIASES = {"lambd": "lambda_", "lambda": "lambda_", "centered": "centred"}
+
+
+class LeafState(NamedTuple):
+    """State of a stateless rule: only its hyperparameters."""
+
+    hyper: dict
+
+
+def _is_none(v: Any) -> bool:
+    return v is None
+
+
+def _float_dtype(x: Any) -> Any:
+    dt = jnp.result_type(x)
+    return dt if jnp.issubdtype(dt, jnp.inexact) else jnp.result_type(float)
+
+
+def _compute_dtype(dtype: Any) -> Any:
+    """The type a rule computes and keeps its state in for parameters of ``dtype``.
+
+    That is the parameter's own type, as Optimisers.jl, except bfloat16, which computes in float32:
+    with 8 bits of mantissa ``bfloat16(0.999) == 1`` and Adam's bias correction divides by zero.
+    """
+    return jnp.dtype(jnp.float32) if jnp.dtype(dtype) == jnp.bfloat16 else jnp.dtype(dtype)
+
+
+def _eps(eps: jax.Array, dtype: Any) -> jax.Array:
+    """Optimisers.jl's ``_eps``: ``T(ϵ)``, but at least ``Float16(1e-7)`` for Float16 unless ϵ == 0."""
+    if jnp.dtype(dtype) != jnp.float16:
+        return eps.astype(dtype)
+    e = eps.astype(dtype)
+    return jnp.where(eps == 0, e, jnp.maximum(e, jnp.asarray(1e-7, dtype)))
+
+
+def _hyper_dtype(params: PyTree) -> Any:
+    dt = jnp.dtype(jnp.float32)
+    for leaf in jax.tree.leaves(params):
+        ldt = jnp.result_type(leaf)
+        if jnp.issubdtype(ldt, jnp.floating):
+            dt = jnp.promote_types(dt, ldt)
+    return dt
+
+
+def _for_state(x: Any) -> jax.Array:
+    x = jnp.asarray(x)
+    return x.astype(_compute_dtype(_float_dtype(x)))
+
+
+def _scalar(v: Any, dtype: Any) -> Any:
+    if isinstance(v, tuple):
+        return tuple(_scalar(u, dtype) for u in v)
+    return jnp.asarray(v, dtype)
+
+
+def _cast(v: Any, dtype: Any) -> Any:
+    if isinstance(v, tuple):
+        return tuple(_cast(u, dtype) for u in v)
+    return v.astype(dtype)
+
+
+def _rebuild(cls: type, hp: dict) -> Rule:
+    return cls._create(**hp)
+
+
+def _is_concrete(v: Any) -> bool:
+    return not isinstance(v, jax.core.Tracer)
+
+
+class Rule(optax.GradientTransformationExtraArgs):
+    """Base class of the Optimisers.jl rules. An instance *is* an optax ``GradientTransformation``.
+
+    Subclasses declare ``_names`` (hyperparameters in Optimisers.jl's field order), ``_dynamic``
+    (those stored in ``state.hyper``), ``State`` (a NamedTuple: per-array fields, then shared
+    fields, then ``hyper``), ``_n_shared``, and implement ``_init_leaf`` and ``_step_leaf``.
+    """
+
+    _names: ClassVar[tuple[str, ...]] = ()
+    _dynamic: ClassVar[tuple[str, ...]] = ()
+    _n_shared: ClassVar[int] = 0
+    _needs_params: ClassVar[bool] = False
+    State: ClassVar[type] = LeafState
+
+    # -- construction -------------------------------------------------------------------------
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        # A rule is static configuration: a pytree node with no children (aux data = the rule), so
+        # a state tree holding rules can pass through jax.jit / tree_map.
+        jax.tree_util.register_pytree_node(cls, lambda r: ((), r), lambda r, _: r)
+
+    @classmethod
+    def _check(cls, hp: dict) -> dict:
+        """Validate and normalise hyperparameters (floats, tuples of floats)."""
+        out = {}
+        for k, v in hp.items():
+            if isinstance(v, bool) or k in ("n", "opts"):
+                out[k] = v
+            elif isinstance(v, (tuple, list)):
+                if len(v) != 2:
+                    raise ValueError(f"{cls.__name__}: {k} must be a pair, got {v!r}")
+                out[k] = (float(v[0]), float(v[1]))
+            else:
+                try:
+                    out[k] = float(v)
+                except (TypeError, ValueError):
+                    raise TypeError(f"{cls.__name__}: {k}={v!r} is not a number") from None
+        if "eta" in out and out["eta"] < 0:
+            raise ValueError(f"{cls.__name__}: the learning rate cannot be negative, got eta={out['eta']}")
+        return out
+
+    @classmethod
+    def _create(cls, **hp: Any) -> Rule:
+        hp = cls._check(hp)
+        box: list[Rule] = []
+
+        def init(params: PyTree) -> PyTree:
+            return box[0].init(params)
+
+        def update(updates: PyTree, state: PyTree, params: PyTree = None, **extra: Any) -> Any:
+            return box[0].update(updates, state, params, **extra)
+
+        self = tuple.__new__(cls, (init, update))
+        box.append(self)
+        object.__setattr__(self, "_hp", hp)
+        return self
+
+    def __getattr__(self, name: str) -> Any:
+        hp = self.__dict__.get("_hp", {})
+        if name in hp:
+            return hp[name]
+        if name == "lambd" and "lambda_" in hp:
+            return hp["lambda_"]
+        raise AttributeError(f"{type(self).__name__!r} has no attribute {name!r}")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable; use .adjust(...) for a changed copy")
+
+    def __reduce__(self) -> Any:
+        return (_rebuild, (type(self), dict(self._hp)))
+
+    def __eq__(self, other: object) -> bool:
+        return type(self) is type(other) and self._hp == other._hp  # type: ignore[attr-defined]
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    def __hash__(self) -> int:
+        return hash((type(self), tuple(self._hp.items())))
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self._hp.items())
+        return f"{type(self).__name__}({args})"
+
+    @property
+    def hyperparameters(self) -> dict:
+        """The rule's hyperparameters by Optimisers.jl field name (``lambda_`` for ``lambda``)."""
+        return dict(self._hp)
+
+    def static_key(self) -> Any:
+        """Hashable key of everything that changes the traced computation (not the values in state)."""
+        return (type(self), tuple((k, v) for k, v in self._hp.items() if k not in self._dynamic))
+
+    # -- adjust ------------------------------------------------------------------------------
+    @classmethod
+    def _normalise_kw(cls, eta: Any, kw: dict) -> dict:
+        kw = {_ALIASES.get(k, k): v for k, v in kw.items()}
+        if eta is not None:
+            if "eta" in kw:
+                raise TypeError("adjust: eta given both positionally and as a keyword")
+            kw["eta"] = eta
+        if not kw:
+            raise ValueError("adjust must be given something to act on!")
+        return kw
+
+    def adjust(self, eta: float | None = None, /, **kw: Any) -> Rule:
+        """A copy with changed hyperparameters, like ``Optimisers.adjust(rule; kw...)``.
+
+        Unknown names are ignored (so one call can target every rule of a chain); ``eta`` may be
+        positional. The state is not touched: pair with :meth:`adjust_state`.
+        """
+        kw = self._normalise_kw(eta, kw)
+        new = {k: kw.get(k, v) for k, v in self._hp.items()}
+        return type(self)._create(**new)
+
+    def adjust_state(self, state: PyTree, eta: float | None = None, /, **kw: Any) -> PyTree:
+        """``state`` with the hyperparameters in ``state.hyper`` replaced; moments are kept.
+
+        Values keep their stored dtype, so a jitted step sees the same types and does not re-trace.
+        """
+        kw = self._normalise_kw(eta, kw)
+        checked = type(self)._check({k: v for k, v in kw.items() if k in self._dynamic})
+        if not checked:
+            return state
+        hyper = dict(state.hyper)
+        for k, v in checked.items():
+            old = hyper[k]
+            dt = (old[0] if isinstance(old, tuple) else old).dtype
+            hyper[k] = _scalar(v, dt)
+        return state._replace(hyper=hyper)
+
+    # -- optax interface ---------------------------------------------------------------------
+    def init(self, params: PyTree) -> PyTree:
+        """Optax ``init``: the state for ``params`` (one array, or any pytree of arrays)."""
+        return self._delta_init(params)
+
+    def update(self, updates: PyTree, state: PyTree, params: PyTree = None, **extra: Any) -> Any:
+        """Optax ``update``: takes gradients, returns ``(-Δ, new_state)`` so that
+        ``optax.apply_updates(params, updates)`` computes Optimisers.jl's ``x - Δ``."""
+        delta, new_state, _ = self._delta_update(updates, state, params, **extra)
+        return jax.tree.map(jnp.negative, delta), new_state
+
+    # -- Δ-convention core (overridden by composites) --------------------------------------------
+    def _make_hyper(self, params: PyTree) -> dict:
+        dt = _hyper_dtype(params)
+        return {k: _scalar(self._hp[k], dt) for k in self._dynamic}
+
+    def _init_shared(self) -> tuple:
+        return ()
+
+    def _step_shared(self, hyper: dict, shared: tuple) -> tuple:
+        return shared
+
+    def _init_leaf(self, x: jax.Array) -> tuple:
+        return ()
+
+    def _step_leaf(self, h: dict, shared: tuple, g: jax.Array, x: jax.Array | None, *s: Any) -> tuple:
+        raise NotImplementedError
+
+    @property
+    def _n_leaf(self) -> int:
+        return len(self.State._fields) - self._n_shared - 1
+
+    def _delta_init(self, params: PyTree) -> PyTree:
+        n = self._n_leaf
+        treedef = jax.tree.structure(params, is_leaf=_is_none)
+        leaves = treedef.flatten_up_to(params)
+        per = [(None,) * n if x is None else self._init_leaf(_for_state(x)) for x in leaves]
+        fields = tuple(treedef.unflatten([p[i] for p in per]) for i in range(n))
+        return self.State(*fields, *self._init_shared(), self._make_hyper(params))
+
+    def _delta_update(self, dx: PyTree, state: PyTree, params: PyTree = None, **extra: Any) -> DeltaUpdate:
+        n = self._n_leaf
+        leaf_fields = tuple(state[:n])
+        shared = tuple(state[n : n + self._n_shared])
+        hyper = state.hyper
+        if params is None and self._needs_params:
+            raise ValueError(f"{type(self).__name__} needs the parameters: call update(grads, state, params)")
+        treedef = jax.tree.structure(dx, is_leaf=_is_none)
+        gs = treedef.flatten_up_to(dx)
+        xs = [None] * len(gs) if params is None else treedef.flatten_up_to(params)
+        fs = [treedef.flatten_up_to(f) for f in leaf_fields]
+        cache: dict = {}
+        outs = []
+        for i, (g, x) in enumerate(zip(gs, xs, strict=True)):
+            old = tuple(f[i] for f in fs)
+            if g is None:
+                outs.append((None, *old))
+                continue
+            g = jnp.asarray(g)
+            P = _float_dtype(g if x is None else x)
+            T = _compute_dtype(P)
+            if T not in cache:
+                cache[T] = h = {k: _cast(v, T) for k, v in hyper.items()}
+                if "epsilon" in hyper:  # rules use _eps(T, ϵ); AdamW uses T(ϵ)
+                    h["epsilon_raw"], h["epsilon"] = h["epsilon"], _eps(hyper["epsilon"], T)
+            res = self._step_leaf(cache[T], shared, g.astype(T), None if x is None else jnp.asarray(x), *old)
+            outs.append((res[0].astype(P), *res[1:]))
+        delta = treedef.unflatten([o[0] for o in outs])
+        new_fields = [treedef.unflatten([o[i + 1] for o in outs]) for i in range(n)]
+        new_state = self.State(*new_fields, *self._step_shared(hyper, shared), hyper)
+        return delta, new_state, None
+
+
+def _tree_select(pred: Any, on_true: PyTree, on_false: PyTree) -> PyTree:
+    return jax.tree.map(lambda a, b: jnp.where(pred, a, b), on_true, on_false)
+
+
+def _zeros_where(pred: Any, tree: PyTree) -> PyTree:
+    return jax.tree.map(lambda v: jnp.where(pred, jnp.zeros_like(v), v), tree)
+
+
+def _or(a: Any, b: Any) -> Any:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return jnp.logical_or(a, b)
+
+
+def _pop_lambda(cls_name: str, lambda_: Any, lambd: Any, kw: dict, default: float) -> float:
+    vals = [v for v in (lambda_, lambd, kw.pop("lambda", None)) if v is not None]
+    if kw:
+        raise TypeError(f"{cls_name}() got unexpected keyword arguments {sorted(kw)}")
+    if len(vals) > 1:
+        raise TypeError(f"{cls_name}(): give lambda_ (alias lambd, lambda) only once")
+    return vals[0] if vals else default
+
+
+def _warn_gamma() -> None:
+    warnings.warn(
+        "The strength of WeightDecay is now field lambda_, not gamma", DeprecationWarning, stacklevel=3
+    )
+

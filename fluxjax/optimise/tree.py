@@ -1,0 +1,294 @@
+"""Optimisers.jl's state tree: `setup`, `update_`, `update`, `adjust_`, `freeze_`, `thaw_`.
+
+`setup(rule, model)` mirrors the model: a `Tangent`-shaped tree with a `Leaf(rule, state)` at every
+trainable array and `None` elsewhere (`opt_state.layers[0].weight`). Tied arrays share one `Leaf`, and
+their gradients are summed. `update_` rebinds the model's arrays and the leaves' states through the
+state thread, so it works eagerly and inside `fluxjax.jit`. Any optax `GradientTransformation` works
+as a rule; it is applied to one array at a time, as Optimisers.jl does.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import jax.numpy as jnp
+import optax
+
+from .._slots import Slot
+from ..functors import is_array, is_float_array, is_layer, layer, trainable
+from ..state import commit, rebind
+from ..zygote import Grads, Params, Tangent
+
+
+@layer(trainable=())
+class Leaf:
+    """The optimiser state of one array: its `rule` (an optax transformation), `state`, `frozen`."""
+
+    def __init__(self, rule: optax.GradientTransformation, state: Any, frozen: bool = False):
+        self.rule = rule
+        self.state = state
+        self.frozen = frozen
+
+    def __repr__(self):
+        return f"Leaf({self.rule!r}{', frozen' if self.frozen else ''})"
+
+
+def _check_rule(rule, fn):
+    if not isinstance(rule, optax.GradientTransformation):
+        raise TypeError(
+            f"{fn}: expected an optimisation rule (e.g. Adam(), or any optax GradientTransformation), "
+            f"got {type(rule).__name__}"
+        )
+
+
+def setup(rule: optax.GradientTransformation, model: Any) -> Any:
+    """The optimiser state tree for `model` (Optimisers.jl's `setup`).
+
+    ```python
+    >>> opt_state = setup(Adam(0.01), model)
+    >>> opt_state.layers[0].weight
+    Leaf(Adam(eta=0.01, beta=(0.9, 0.999), epsilon=1e-08))
+    ```
+    """
+    _check_rule(rule, "setup")
+    if isinstance(model, Params):
+        raise TypeError("setup: pass the model, not params(model); or use update_(rule, ps, gs) in implicit mode")
+    leaves: dict[int, Leaf] = {}
+    memo: dict[int, Any] = {}
+
+    def build(v):
+        if is_layer(v):
+            if id(v) in memo:
+                return memo[id(v)]
+            fields: dict[str, Any] = {}
+            memo[id(v)] = t = Tangent(type(v), fields)
+            tr = trainable(v)
+            for k, e in v.__dict__.items():
+                fields[k] = build(e) if k in tr else None
+            return t
+        if is_float_array(v):
+            if id(v) not in leaves:
+                leaves[id(v)] = Leaf(rule, rule.init(v))
+            return leaves[id(v)]
+        if isinstance(v, list):
+            return [build(e) for e in v]
+        if isinstance(v, tuple):
+            items = [build(e) for e in v]
+            return type(v)(*items) if hasattr(v, "_fields") else tuple(items)
+        if isinstance(v, dict):
+            return {k: build(e) for k, e in v.items()}
+        return None
+
+    tree = build(model)
+    if not leaves:
+        warnings.warn(f"setup: model has no trainable parameters: {type(model).__name__}", stacklevel=2)
+    return tree
+
+
+def _field(node, name):
+    if isinstance(node, Tangent):
+        return node.fields.get(name)
+    if is_layer(node):
+        return node.__dict__.get(name)
+    return None
+
+
+def _collect(opt_state, model, grads):
+    """[(leaf, x, summed grad, slots)] for every Leaf with a gradient, each Leaf once."""
+    acc: dict[int, list] = {}
+    seen: set = set()
+
+    def go(st, m, g, slot):
+        if st is None or g is None:
+            return
+        if isinstance(st, Leaf):
+            if st.frozen or not is_array(m):
+                return
+            ident = slot.ident()
+            if ident in seen:
+                return
+            seen.add(ident)
+            e = acc.get(id(st))
+            if e is None:
+                acc[id(st)] = [st, m, g, [slot]]
+            else:
+                e[2] = e[2] + g
+                e[3].append(slot)
+            return
+        if isinstance(st, Tangent):
+            if not is_layer(m):
+                raise TypeError(f"update_: the state tree expects a {st.primal_type.__name__} here, got {type(m).__name__}")
+            for k, sub in st.fields.items():
+                if sub is not None and k in m.__dict__:
+                    go(sub, m.__dict__[k], _field(g, k), Slot(m, k, True))
+            return
+        if isinstance(st, (list, tuple)):
+            gs = g if isinstance(g, (list, tuple)) else [None] * len(st)
+            for i, (s, mm, gg) in enumerate(zip(st, m, gs)):
+                go(s, mm, gg, _sub(slot, m, i))
+            return
+        if isinstance(st, dict):
+            for k, s in st.items():
+                go(s, m[k], g.get(k) if isinstance(g, dict) else None, _sub(slot, m, k))
+
+    go(opt_state, model, grads, None)
+    return list(acc.values())
+
+
+def _sub(slot, container, k):
+    if isinstance(container, (list, dict)):
+        return Slot(container, k, False)
+    return Slot(slot.owner, slot.key, slot.attr, slot.path + (k,))
+
+
+def _apply(leaf: Leaf, x, g, slots):
+    g = jnp.asarray(g).astype(x.dtype)
+    upd, new_state = leaf.rule.update(g, leaf.state, x)
+    rebind(leaf, "state", new_state)
+    new_x = (x + upd).astype(x.dtype)
+    for s in slots:
+        commit(s, new_x)
+
+
+def update_(opt_state: Any, model: Any, grads: Any) -> tuple[Any, Any]:
+    """Apply one optimiser step in place (Optimisers.jl's `update!`): rebinds the model's arrays and
+    the states. `None` gradients skip their arrays; frozen leaves are skipped.
+
+    Also the implicit Flux 0.13 form `update_(rule, params(m), grads)` with `Grads` from
+    `gradient(() -> loss, ps)`.
+    """
+    if isinstance(model, Params):
+        _check_rule(opt_state, "update_")
+        if not isinstance(grads, Grads):
+            raise TypeError(f"update_(rule, ps, gs): gs must be the Grads from gradient(f, ps), got {type(grads).__name__}")
+        implicit_update_(_implicit_holder(opt_state, model), model, grads)
+        return opt_state, model
+    if isinstance(opt_state, optax.GradientTransformation) and not isinstance(opt_state, Leaf):
+        raise TypeError(
+            "update_(opt_state, model, grads): got a rule where the state belongs. Call "
+            "opt_state = setup(rule, model) once and pass opt_state."
+        )
+    if isinstance(grads, tuple) and len(grads) == 1 and not isinstance(model, tuple):
+        raise TypeError(
+            "update_: grads is a 1-tuple, as gradient() returns; you probably want grads[0]"
+        )
+    for leaf, x, g, slots in _collect(opt_state, model, grads):
+        _apply(leaf, x, g, slots)
+    return opt_state, model
+
+
+def _copy(v, memo):
+    if id(v) in memo:
+        return memo[id(v)]
+    if is_layer(v):
+        new = object.__new__(type(v))
+        memo[id(v)] = new
+        for k, e in v.__dict__.items():
+            new.__dict__[k] = _copy(e, memo)
+        return new
+    if isinstance(v, Tangent):
+        fields: dict[str, Any] = {}
+        memo[id(v)] = t = Tangent(v.primal_type, fields)
+        for k, e in v.fields.items():
+            fields[k] = _copy(e, memo)
+        return t
+    if isinstance(v, list):
+        return [_copy(e, memo) for e in v]
+    if isinstance(v, dict):
+        return {k: _copy(e, memo) for k, e in v.items()}
+    if isinstance(v, tuple) and any(is_layer(e) or isinstance(e, (Tangent, list, dict, tuple)) for e in v):
+        items = [_copy(e, memo) for e in v]
+        return type(v)(*items) if hasattr(v, "_fields") else tuple(items)
+    return v
+
+
+def update(opt_state: Any, model: Any, grads: Any) -> tuple[Any, Any]:
+    """The pure form of `update_`: returns `(new_opt_state, new_model)`; the inputs are unchanged."""
+    memo: dict[int, Any] = {}
+    new_state, new_model = _copy(opt_state, memo), _copy(model, memo)
+    return update_(new_state, new_model, grads)
+
+
+def _leaves(tree) -> list[Leaf]:
+    out, seen = [], set()
+
+    def go(v):
+        if isinstance(v, Leaf):
+            if id(v) not in seen:
+                seen.add(id(v))
+                out.append(v)
+        elif isinstance(v, Tangent):
+            for e in v.fields.values():
+                go(e)
+        elif isinstance(v, (list, tuple)):
+            for e in v:
+                go(e)
+        elif isinstance(v, dict):
+            for e in v.values():
+                go(e)
+
+    go(tree)
+    return out
+
+
+def adjust_(opt_state: Any, eta: float | None = None, **kw) -> Any:
+    """Change hyperparameters in place, keeping the moments (Optimisers.jl's `adjust!`):
+    `adjust_(opt_state, 0.001)` or `adjust_(opt_state, beta=(0.8, 0.99))`; acts on a subtree too."""
+    if is_layer(opt_state) and not isinstance(opt_state, Leaf) or is_array(opt_state):
+        raise TypeError("adjust_ acts on the optimiser state from setup(), not on the model")
+    for leaf in _leaves(opt_state):
+        rule = leaf.rule
+        if not hasattr(rule, "adjust"):
+            raise TypeError(f"adjust_: {type(rule).__name__} is a plain optax transformation; it has no hyperparameters to adjust")
+        args = () if eta is None else (eta,)
+        leaf.state = rule.adjust_state(leaf.state, *args, **kw)
+        leaf.rule = rule.adjust(*args, **kw)
+    return opt_state
+
+
+def freeze_(opt_state: Any) -> Any:
+    """Mark every leaf under `opt_state` frozen: `update_` skips them (Optimisers.jl's `freeze!`)."""
+    for leaf in _leaves(opt_state):
+        leaf.frozen = True
+    return opt_state
+
+
+def thaw_(opt_state: Any) -> Any:
+    """Undo `freeze_`."""
+    for leaf in _leaves(opt_state):
+        leaf.frozen = False
+    return opt_state
+
+
+# ----------------------------------------------------------------------------------------------
+# Implicit (Flux 0.13) style: the optimiser state is kept per Params
+
+
+@layer(trainable=())
+class ImplicitState:
+    """Optimiser states for the entries of a `Params`, kept with the `Params` (one per rule)."""
+
+    def __init__(self, rule, ps: Params):
+        self.rule = rule
+        self.states = [rule.init(x) for x in ps]
+
+
+def _implicit_holder(rule, ps: Params) -> ImplicitState:
+    holders = ps.__dict__.setdefault("_opt_states", {})
+    h = holders.get(id(rule))
+    if h is None or h.rule is not rule or len(h.states) != len(ps):
+        h = holders[id(rule)] = ImplicitState(rule, ps)
+    return h
+
+
+def implicit_update_(holder: ImplicitState, ps: Params, gs: Grads) -> None:
+    rule = holder.rule
+    for i, (e, g) in enumerate(zip(ps._entries, gs)):
+        if g is None:
+            continue
+        x = e.value()
+        upd, new = rule.update(jnp.asarray(g).astype(x.dtype), holder.states[i], x)
+        commit(Slot(holder.states, i, False), new)
+        e.set((x + upd).astype(x.dtype))
+
