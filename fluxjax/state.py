@@ -33,11 +33,12 @@ class Region:
     """One transformed region. `differentiating` drives Flux's automatic train mode; `train` (when not
     None) forces it; `rng` (when given) feeds random layers instead of their own keys."""
 
-    __slots__ = ("originals", "written", "differentiating", "train", "rng")
+    __slots__ = ("originals", "written", "before", "differentiating", "train", "rng")
 
     def __init__(self, differentiating: bool = False, train: bool | None = None, rng=None):
         self.originals: dict[tuple, tuple[Slot, Any]] = {}
         self.written: dict[tuple, Slot] = {}
+        self.before: dict[tuple, Any] = {}  # each written slot's value just before its first write
         self.differentiating = differentiating
         self.train = train
         self.rng = rng
@@ -49,8 +50,11 @@ class Region:
         slot.set(value)
 
     def write(self, slot: Slot, value) -> None:
+        ident = slot.ident()
+        if ident not in self.written:
+            self.before[ident] = slot.get()
+            self.written[ident] = slot
         self.swap(slot, value)
-        self.written[slot.ident()] = slot
 
     def restore(self) -> None:
         for slot, value in reversed(self.originals.values()):
@@ -146,12 +150,8 @@ def guard_writes(keep) -> None:
     """In the innermost region, make every write so far conditional: where `keep` is False the
     slots get their original values back (used by `train_` to skip a non-finite step inside jit)."""
     region = _stack()[-1]
-    for slot in region.written.values():
-        _, base = region.originals[(id(slot.owner), slot.key)]
-        old = base
-        for p in slot.path:
-            old = old[p] if not isinstance(p, tuple) else jax.tree_util.tree_leaves(old)[p[2]]
-        new = slot.get()
+    for ident, slot in region.written.items():
+        old, new = region.before[ident], slot.get()
         slot.set(jax.tree_util.tree_map(lambda a, b: jax.numpy.where(keep, a, b), new, old))
 
 

@@ -86,7 +86,7 @@ jax.tree_util.register_pytree_with_keys(
 def _rebuild(box: list, grads_by_leaf: list) -> tuple:
     """Mirror `walk(box)`: put each leaf's gradient where the leaf was, `Tangent` for layers."""
     it = iter(grads_by_leaf)
-    memo: dict[int, Tangent] = {}
+    memo: dict[int, Tangent | None] = {}
 
     def build(v, numbers):
         t = type(v)
@@ -98,18 +98,23 @@ def _rebuild(box: list, grads_by_leaf: list) -> tuple:
             d = v.__dict__
             for name, kind, _ in _flatten_fields(v)[2]:
                 fields[name] = None if kind < 0 else build(d[name], False)
+            if all(g is None for g in fields.values()):  # no gradient reached it: Zygote's `nothing`
+                memo[id(v)] = tan = None
             return tan
         if isinstance(v, (jax.Array, np.ndarray)) or (numbers and isinstance(v, _NUMBER)):
             return next(it)
         if v is None:
             return None
         if t is list:
-            return [build(e, numbers) for e in v]
+            items = [build(e, numbers) for e in v]
+            return None if all(g is None for g in items) else items
         if t is dict:
             res = {k: build(v[k], numbers) for k in sorted(v)}
-            return {k: res[k] for k in v}
+            return None if all(g is None for g in res.values()) else {k: res[k] for k in v}
         if isinstance(v, tuple):
             items = [build(e, numbers) for e in v]
+            if all(g is None for g in items):
+                return None
             return t(*items) if hasattr(v, "_fields") else tuple(items)
         if isinstance(v, _NUMBER):
             return None
@@ -234,7 +239,7 @@ def _check_scalar(y, name):
 
 
 def _differentiable_output(y) -> bool:
-    return np.issubdtype(np.result_type(y), np.inexact)
+    return np.issubdtype(getattr(y, "dtype", None) or np.result_type(y), np.inexact)
 
 
 def _vjp(plan: _Plan, name, first_only=False, check=True):

@@ -1,0 +1,185 @@
+"""setup / update_ / update / adjust_ / freeze_ / thaw_ and train_ (explicit and implicit)."""
+
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+import fluxjax as Flux
+from fluxjax.optimise import (
+    Adam,
+    Descent,
+    Momentum,
+    NonFiniteLoss,
+    OptimiserChain,
+    WeightDecay,
+    adjust_,
+    freeze_,
+    setup,
+    thaw_,
+    train_,
+    update,
+    update_,
+)
+
+
+def _mlp():
+    Flux.seed_(0)
+    return Flux.Chain(Flux.Dense(2, 3, jnp.tanh), Flux.Dense(3, 1))
+
+
+X = jax.random.normal(jax.random.PRNGKey(0), (2, 16))
+Y = (X[0] * X[1])[None, :]
+
+
+def mse(m, x, y):
+    return jnp.mean((m(x) - y) ** 2)
+
+
+def test_setup_mirrors_model_and_ties_share_a_leaf():
+    m = _mlp()
+    st = setup(Adam(0.01), m)
+    assert st.layers[0].weight.rule == Adam(0.01)
+    assert st.layers[0].sigma is None and st.layers[1].bias is not None
+    d = Flux.Dense(3, 3)
+    tied = Flux.Chain(d, d)
+    st2 = setup(Descent(0.1), tied)
+    assert st2.layers[0].weight is st2.layers[1].weight
+
+
+def test_update_matches_descent_formula_and_skips_none():
+    m = _mlp()
+    W0, b0 = m[0].weight, m[1].bias
+    (g,) = Flux.gradient(lambda m: mse(m, X, Y), m)
+    st = setup(Descent(0.1), m)
+    g.layers[1].bias = None  # a `nothing` gradient skips the array
+    update_(st, m, g)
+    np.testing.assert_allclose(m[0].weight, W0 - 0.1 * g.layers[0].weight, rtol=1e-6)
+    assert m[1].bias is b0
+
+
+def test_tied_weights_get_summed_gradient():
+    # Optimisers.jl: tied arrays share one Leaf and their gradients add
+    W = jnp.eye(2)
+    a, b = Flux.Dense(W, False), Flux.Dense(W, False)
+    m = Flux.Chain(a, b)
+    x = jnp.array([[1.0], [2.0]])
+    (g,) = Flux.gradient(lambda m: jnp.sum(m(x) ** 2), m)
+    update_(setup(Descent(1.0), m), m, g)
+    assert m[0].weight is m[1].weight
+    np.testing.assert_allclose(m[0].weight, W - g.layers[0].weight - g.layers[1].weight, rtol=1e-6)
+
+
+def test_pure_update_leaves_inputs_alone():
+    m = _mlp()
+    st = setup(Momentum(0.1), m)
+    (g,) = Flux.gradient(lambda m: mse(m, X, Y), m)
+    W0 = m[0].weight
+    st2, m2 = update(st, m, g)
+    assert m[0].weight is W0 and m2[0].weight is not W0
+    assert st2.layers[0].weight is not st.layers[0].weight
+
+
+def test_rule_instead_of_state_is_a_clear_error():
+    m = _mlp()
+    (g,) = Flux.gradient(lambda m: mse(m, X, Y), m)
+    with pytest.raises(TypeError, match="setup"):
+        update_(Adam(), m, g)
+    with pytest.raises(TypeError, match=r"grads\[0\]"):
+        update_(setup(Adam(), m), m, (g,))
+
+
+def test_adjust_freeze_thaw():
+    m = _mlp()
+    st = setup(Adam(0.01), m)
+    adjust_(st, 0.5)
+    assert st.layers[0].weight.rule.eta == 0.5
+    adjust_(st.layers[1], beta=(0.8, 0.99))
+    assert st.layers[1].weight.rule.beta == (0.8, 0.99) and st.layers[0].weight.rule.beta == (0.9, 0.999)
+    freeze_(st.layers[0])
+    W0, W1 = m[0].weight, m[1].weight
+    (g,) = Flux.gradient(lambda m: mse(m, X, Y), m)
+    update_(st, m, g)
+    assert m[0].weight is W0 and m[1].weight is not W1
+    thaw_(st)
+    update_(st, m, g)
+    assert m[0].weight is not W0
+    with pytest.raises(TypeError, match="optimiser state"):
+        adjust_(m, 0.1)
+
+
+def test_any_optax_transformation_is_a_rule():
+    m1, m2 = _mlp(), _mlp()
+    (g,) = Flux.gradient(lambda m: mse(m, X, Y), m1)
+    update_(setup(optax.sgd(0.1), m1), m1, g)
+    update_(setup(Descent(0.1), m2), m2, g)
+    np.testing.assert_allclose(m1[0].weight, m2[0].weight, rtol=1e-6)
+
+
+def test_chain_weightdecay_then_adam():
+    m = _mlp()
+    st = setup(OptimiserChain(WeightDecay(0.01), Adam(0.01)), m)
+    l0 = mse(m, X, Y)
+    train_(mse, m, [(X, Y)] * 20, st)
+    assert mse(m, X, Y) < l0
+
+
+def test_implicit_update_matches_explicit():
+    m1, m2 = _mlp(), _mlp()
+    ps = Flux.params(m1)
+    gs = Flux.gradient(lambda: mse(m1, X, Y), ps)
+    update_(Descent(0.1), ps, gs)
+    (g,) = Flux.gradient(lambda m: mse(m, X, Y), m2)
+    update_(setup(Descent(0.1), m2), m2, g)
+    for a, b in zip(jax.tree_util.tree_leaves(m1), jax.tree_util.tree_leaves(m2)):
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+
+
+@pytest.mark.parametrize("jit", [True, False])
+def test_train_converges_explicit(jit):
+    m = _mlp()
+    st = setup(Adam(0.05), m)
+    l0 = float(mse(m, X, Y))
+    train_(mse, m, [(X, Y)] * 150, st, jit=jit)
+    assert float(mse(m, X, Y)) < 0.3 * l0
+
+
+@pytest.mark.parametrize("jit", [True, False])
+def test_train_converges_implicit(jit):
+    m = _mlp()
+    ps = Flux.params(m)
+    loss = lambda x, y: mse(m, x, y)
+    l0 = float(loss(X, Y))
+    train_(loss, ps, [(X, Y)] * 150, Adam(0.05), jit=jit)
+    assert float(loss(X, Y)) < 0.3 * l0
+
+
+def test_train_jit_and_eager_agree():
+    m1, m2 = _mlp(), _mlp()
+    s1, s2 = setup(Adam(0.01), m1), setup(Adam(0.01), m2)
+    train_(mse, m1, [(X, Y)] * 5, s1, jit=True)
+    train_(mse, m2, [(X, Y)] * 5, s2, jit=False)
+    for a, b in zip(jax.tree_util.tree_leaves((m1, s1)), jax.tree_util.tree_leaves((m2, s2))):
+        np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("jit", [True, False])
+def test_train_stops_on_nan_without_corrupting(jit):
+    # Flux.jl/test/train.jl: NaN at i == 51 stops train! with DomainError, m1.weight[1] ≈ -5
+    m = Flux.Dense(jnp.zeros((1, 1)), False)
+    loss = lambda m, i: jnp.where(i == 50, jnp.nan, 1.0) * jnp.sum(m(jnp.ones(1)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(NonFiniteLoss, match="data index 50"):
+            train_(loss, m, [(jnp.asarray(i),) for i in range(100)], Descent(0.1), jit=jit)
+    np.testing.assert_allclose(m.weight[0, 0], -5.0, rtol=1e-5)
+
+
+def test_train_with_aux_output():
+    m = _mlp()
+    st = setup(Descent(0.1), m)
+    train_(lambda m, x, y: (mse(m, x, y), m(x)), m, [(X, Y)] * 3, st)
+    assert np.isfinite(float(mse(m, X, Y)))
