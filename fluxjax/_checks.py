@@ -9,6 +9,13 @@ import numpy as np
 
 from .errors import DimensionMismatch, describe
 
+
+def name(layer) -> str:
+    """The one-line Flux form of a layer (`Dense(2 => 3)`), for messages."""
+    from .show import one_line
+
+    return one_line(layer)
+
 _warned: set[str] = set()
 
 
@@ -29,7 +36,7 @@ def match_eltype(layer, x, dtype=None):
             if name not in _warned:
                 _warned.add(name)
                 warnings.warn(
-                    f"Layer {layer!r} with {np.dtype(dtype).name} parameters got {describe(x)} input; "
+                    f"Layer {name(layer)} with {np.dtype(dtype).name} parameters got {describe(x)} input; "
                     f"converting it to {np.dtype(dtype).name}, which is slow and may be a mistake. "
                     "Convert the data with fluxjax.f32(x) (or the model with f64) to silence this.",
                     stacklevel=3,
@@ -40,11 +47,11 @@ def match_eltype(layer, x, dtype=None):
         return jnp.asarray(x, dtype)
     if np.issubdtype(xd, np.complexfloating):
         return x
-    raise TypeError(f"Layer {layer!r} expects numeric input, got {describe(x)}")
+    raise TypeError(f"Layer {name(layer)} expects numeric input, got {describe(x)}")
 
 
 def check_size(layer, x, axis: int, expected: int, what: str = "size(input, 1)"):
     if np.ndim(x) == 0 or x.shape[axis] != expected:
         raise DimensionMismatch(
-            f"layer {layer!r} expects {what} == {expected}, but got {describe(x)}"
+            f"layer {name(layer)} expects {what} == {expected}, but got {describe(x)}"
         )

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import match_eltype
+from .._checks import match_eltype, name
 from ..errors import DimensionMismatch, describe
 from ..functors import layer
 from ..init import ones32, zeros32
@@ -38,7 +38,7 @@ def _check_momentum_eps(name, momentum, eps):
 def _channels(lay, x, chs):
     if np.ndim(x) < 2 or x.shape[-2] != chs:
         raise DimensionMismatch(
-            f"layer {lay!r} expects size(input, ndims - 1) == {chs} (channels, the second-to-last axis), "
+            f"layer {name(lay)} expects size(input, ndims - 1) == {chs} (channels, the second-to-last axis), "
             f"but got {describe(x)}"
         )
 
@@ -106,7 +106,7 @@ class BatchNorm:
             if self.track_stats and is_active(self):
                 if m == 1:
                     raise ValueError(
-                        f"{self!r}: training with one element per channel gives an undefined variance; "
+                        f"{name(self)}: training with one element per channel gives an undefined variance; "
                         f"got {describe(x)}. Use a batch larger than 1, or testmode_(layer)."
                     )
                 mom = self.momentum
@@ -162,7 +162,7 @@ class InstanceNorm:
     def __call__(self, x):
         x = match_eltype(self, x)
         if x.ndim < 3:
-            raise DimensionMismatch(f"layer {self!r} needs an input with spatial axes (W, ..., C, N), got {describe(x)}")
+            raise DimensionMismatch(f"layer {name(self)} needs an input with spatial axes (W, ..., C, N), got {describe(x)}")
         _channels(self, x, self.chs)
         ax = x.ndim - 2
         spatial = tuple(range(x.ndim - 2))
@@ -261,7 +261,7 @@ class LayerNorm:
         x = match_eltype(self, x)
         k = len(self.size)
         if x.ndim < k or tuple(x.shape[:k]) != self.size:
-            raise DimensionMismatch(f"layer {self!r} expects the first {k} axes to be {self.size}, but got {describe(x)}")
+            raise DimensionMismatch(f"layer {name(self)} expects the first {k} axes to be {self.size}, but got {describe(x)}")
         axes = tuple(range(k))
         mean = jnp.mean(x, axis=axes, keepdims=True)
         var = jnp.mean(jnp.square(x - mean), axis=axes, keepdims=True)

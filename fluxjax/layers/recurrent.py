@@ -37,7 +37,7 @@ import numpy as np
 
 from .._checks import match_eltype
 from ..errors import DimensionMismatch, describe
-from ..functors import is_array, layer, modules, state_fields
+from ..functors import is_array, is_layer, layer, modules, state_fields
 from ..init import create_bias, glorot_uniform
 from ..nnlib.activations import sigmoid, sigmoid_fast, tanh, tanh_fast
 from ..random import resolve_key
@@ -507,27 +507,16 @@ def _carry_like(step: Callable, x0: Any, state: Any) -> Any:
     return jax.tree_util.tree_unflatten(treedef, out)
 
 
-def _scan(cell: Any, x: jax.Array, state: Any) -> tuple[Any, Any]:
-    """Flux's `scan`: run `cell` over axis 1 of `x`, stacking the outputs on axis 1."""
-    state = _as_state(state)
+def _steps(cell: Any, x: jax.Array) -> tuple[Callable, jax.Array]:
+    """The step function and the time-major inputs `(len, features, batch...)`."""
     if isinstance(cell, _BUILTIN_CELLS):
-        # `Wi*x .+ bias` for every step at once, then only the recurrent part runs in the loop.
-        x = cell._project(x)
-        step = cell._recur
-    else:
-        step = cell
-    xs = jnp.moveaxis(x, 1, 0)  # (len, features, batch...)
-    if _has_state(cell):
-        # A cell with state fields (e.g. Dropout inside) records state writes per step; those must
-        # not happen inside a scan body, so unroll in Python.
-        ys = []
-        for t in range(xs.shape[0]):
-            y, state = step(xs[t], state)
-            ys.append(y)
-        stacked = jax.tree_util.tree_map(lambda *a: jnp.stack(a, axis=1), *ys) if ys else None
-        if stacked is None:
-            raise DimensionMismatch("Recurrence: cannot run a cell with state fields over an empty sequence")
-        return stacked, state
+        # `Wi*x .+ bias` for every step at once; only the recurrent part runs in the loop.
+        return cell._recur, jnp.moveaxis(cell._project(x), 1, 0)
+    return cell, jnp.moveaxis(x, 1, 0)
+
+
+def _scan_traced(cell: Any, x: jax.Array, state: Any) -> tuple[Any, Any]:
+    step, xs = _steps(cell, x)
     x0 = jax.ShapeDtypeStruct(xs.shape[1:], xs.dtype)
     carry = _carry_like(step, x0, state)
 
@@ -537,6 +526,30 @@ def _scan(cell: Any, x: jax.Array, state: Any) -> tuple[Any, Any]:
 
     last, ys = jax.lax.scan(body, carry, xs)
     return jax.tree_util.tree_map(lambda a: jnp.moveaxis(a, 0, 1), ys), last
+
+
+# A cell that is a layer is a pytree (its configuration static), so the whole loop compiles once per
+# structure and shape and is reused by later eager calls; under gradient/jit it is a nested call.
+_scan_compiled = jax.jit(_scan_traced)
+
+
+def _scan(cell: Any, x: jax.Array, state: Any) -> tuple[Any, Any]:
+    """Flux's `scan`: run `cell` over axis 1 of `x`, stacking the outputs on axis 1."""
+    state = _as_state(state)
+    if _has_state(cell):
+        # A cell with state fields (e.g. a Dropout inside) records a state write per step, which
+        # must not happen inside a scan body: unroll in Python instead.
+        step, xs = _steps(cell, x)
+        if xs.shape[0] == 0:
+            raise DimensionMismatch("cannot run a cell with state fields over an empty sequence")
+        ys = []
+        for t in range(xs.shape[0]):
+            y, state = step(xs[t], state)
+            ys.append(y)
+        return jax.tree_util.tree_map(lambda *a: jnp.stack(a, axis=1), *ys), state
+    if is_layer(cell):
+        return _scan_compiled(cell, x, state)
+    return _scan_traced(cell, x, state)
 
 
 class _SequenceLayer:

@@ -7,7 +7,16 @@ already in this convention, and ``OptimiserChain`` feeds each rule's ``Δ`` to t
 transformations return updates that are *added*. Every rule here is an
 ``optax.GradientTransformationExtraArgs`` whose public ``update`` returns ``-Δ`` (optax's
 convention), while the internal ``_delta_update`` works in Optimisers.jl's Δ-convention and is what
-``OptimiserChain`` composes, negating once at the end.
+``OptimiserChain`` composes, negating once at the end. A foreign optax transformation inside a
+chain is applied as in ``optax.chain`` (gradient convention in the middle; in last place its output
+is taken as the final optax update).
+
+Types
+-----
+Hyperparameters are cast to the parameter's float type ``T`` and the state is kept in ``T``, as
+Optimisers.jl (Float16 epsilons are at least 1e-7, its ``_eps``). bfloat16 parameters are the one
+exception: they compute and keep state in float32 (``bfloat16(0.999) == 1``), and the step is cast
+back to bfloat16.
 
 Hyperparameters in the state
 ----------------------------

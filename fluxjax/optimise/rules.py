@@ -12,7 +12,7 @@ under x64) and are read from there at each step: ``rule.adjust_state(state, eta=
 without re-tracing a jitted step, and ``rule.adjust(...)`` returns the correspondingly changed rule
 (Optimisers.jl's ``adjust`` = both). Each rule's docstring lists which of its fields are in state.
 Parameters keep their dtype; hyperparameters are cast to it (Float16 epsilons are at least 1e-7,
-Optimisers.jl's ``_eps``).
+Optimisers.jl's ``_eps``); bfloat16 parameters compute and keep their state in float32.
 
 Keyword spellings: Optimisers.jl's field names (``eta``, ``beta``, ``epsilon``, ``rho``, ``delta``,
 ``omega``, ``ell``, ``gamma``, ``p``, ``n``, ``couple``, ``centred``/``centered``, ``throw``); its
