@@ -40,11 +40,26 @@ from .init import randn32 as randn32
 from .init import sparse_init as sparse_init
 from .init import truncated_normal as truncated_normal
 from .init import zeros32 as zeros32
+
+# Layers: convolution, pooling, upsampling, containers, attention
+from .layers.attention import MultiHeadAttention as MultiHeadAttention
 from .layers.basic import Chain as Chain
 
 # Layers: basic
 from .layers.basic import Dense as Dense
 from .layers.basic import activations as activations
+from .layers.containers import Maxout as Maxout
+from .layers.containers import PairwiseFusion as PairwiseFusion
+from .layers.containers import Parallel as Parallel
+from .layers.containers import SkipConnection as SkipConnection
+from .layers.conv import Conv as Conv
+from .layers.conv import ConvTranspose as ConvTranspose
+from .layers.conv import CrossCor as CrossCor
+from .layers.conv import DepthwiseConv as DepthwiseConv
+from .layers.conv import SamePad as SamePad
+from .layers.dense_like import Bilinear as Bilinear
+from .layers.dense_like import Embedding as Embedding
+from .layers.dense_like import Scale as Scale
 from .layers.normalise import AlphaDropout as AlphaDropout
 
 # Layers: normalisation
@@ -53,6 +68,12 @@ from .layers.normalise import Dropout as Dropout
 from .layers.normalise import GroupNorm as GroupNorm
 from .layers.normalise import InstanceNorm as InstanceNorm
 from .layers.normalise import LayerNorm as LayerNorm
+from .layers.pooling import AdaptiveMaxPool as AdaptiveMaxPool
+from .layers.pooling import AdaptiveMeanPool as AdaptiveMeanPool
+from .layers.pooling import GlobalMaxPool as GlobalMaxPool
+from .layers.pooling import GlobalMeanPool as GlobalMeanPool
+from .layers.pooling import MaxPool as MaxPool
+from .layers.pooling import MeanPool as MeanPool
 from .layers.recurrent import GRU as GRU
 from .layers.recurrent import LSTM as LSTM
 from .layers.recurrent import RNN as RNN
@@ -65,6 +86,8 @@ from .layers.recurrent import Recurrence as Recurrence
 # Layers: recurrent
 from .layers.recurrent import RNNCell as RNNCell
 from .layers.recurrent import initialstates as initialstates
+from .layers.upsample import PixelShuffle as PixelShuffle
+from .layers.upsample import Upsample as Upsample
 from .nnlib import batched_adjoint as batched_adjoint
 from .nnlib import batched_mul as batched_mul
 from .nnlib import batched_transpose as batched_transpose
@@ -155,6 +178,7 @@ from .optimise import thaw_ as thaw_
 from .optimise import train_ as train_
 from .optimise import update as update
 from .optimise import update_ as update_
+from .outputsize import outputsize as outputsize
 
 # RNG
 from .random import seed_ as seed_
