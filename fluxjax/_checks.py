@@ -32,9 +32,9 @@ def match_eltype(layer, x, dtype=None):
         return x
     if np.issubdtype(xd, np.floating):
         if np.dtype(xd).itemsize > np.dtype(dtype).itemsize:
-            name = type(layer).__name__
-            if name not in _warned:
-                _warned.add(name)
+            kind = type(layer).__name__
+            if kind not in _warned:
+                _warned.add(kind)
                 warnings.warn(
                     f"Layer {name(layer)} with {np.dtype(dtype).name} parameters got {describe(x)} input; "
                     f"converting it to {np.dtype(dtype).name}, which is slow and may be a mistake. "

@@ -10,14 +10,23 @@ static, which is what `fluxjax.jit` caches on.
 
 from __future__ import annotations
 
+import functools
+import types
 from typing import Any
 
 import jax
 import numpy as np
 
-from .functors import _LAYER_TYPES, _flatten_fields, state_fields
+from .functors import _LAYER_TYPES
 
 _NUMBER = (int, float, complex, np.number, np.bool_)
+_OPAQUE = (types.FunctionType, types.BuiltinFunctionType, str, type, functools.partial)
+
+
+def is_visited(v) -> bool:
+    """Whether a layer field is walked (arrays, layers, containers) rather than static configuration."""
+    t = type(v)
+    return t in _LAYER_TYPES or t is tuple or t is list or t is dict or isinstance(v, (jax.Array, np.ndarray, tuple))
 
 # Leaf roles, as seen by `gradient`.
 PARAM, STATE, OTHER = 0, 1, 2
@@ -136,6 +145,8 @@ def walk(root: list, paths: bool = False) -> Walk:
                     ps.pop()
         elif not numbers and isinstance(v, _NUMBER):
             sig.append(("static", v))
+        elif isinstance(v, _OPAQUE):
+            sig.append(("static", v))
         else:
             sub, treedef = jax.tree_util.tree_flatten(v, is_leaf=lambda z: type(z) in _LAYER_TYPES)
             if treedef.num_nodes == 1 and treedef.num_leaves == 1 and sub and sub[0] is v:
@@ -155,18 +166,19 @@ def walk(root: list, paths: bool = False) -> Walk:
             sig.append(("tied", layers[oid]))
             return
         layers[oid] = len(layers)
-        _, _, aux = _flatten_fields(obj)
-        sig.append((type(obj), aux))
-        st = state_fields(obj)
-        tr = getattr(type(obj), "__fluxjax_trainable__", None)
-        d = obj.__dict__
-        for name, kind, _meta in aux:
-            if kind < 0:
+        t = type(obj)
+        sig.append(t)
+        st = t.__fluxjax_state__
+        tr = getattr(t, "__fluxjax_trainable__", None)
+        for name, v in obj.__dict__.items():
+            if not is_visited(v):
+                sig.append((name, _hashable(v)))
                 continue
+            sig.append(name)
             role = STATE if name in st else (PARAM if tr is None or name in tr else OTHER)
             if names is not None:
                 ps.append("." + name)
-            visit(obj, name, True, (), d[name], role, False)
+            visit(obj, name, True, (), v, role, False)
             if names is not None:
                 ps.pop()
 

@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .errors import DimensionMismatch
 from .random import resolve_key
 
 __all__ = ["onehot", "onehotbatch", "onecold", "flatten", "DataLoader", "batch", "unbatch"]
@@ -198,7 +199,7 @@ def onecold(y: Any, labels: Any = None) -> Any:
     labs = None if labels is None else _labels_list(labels)
     if labs is not None and len(labs) != ny:
         what = "a vector of length" if y.ndim == 1 else "an array with size(y, 0) =="
-        raise ValueError(f"onecold got {len(labs)} labels for {what} {ny}, these must agree")
+        raise DimensionMismatch(f"onecold got {len(labs)} labels for {what} {ny}, these must agree")
     idx = jnp.argmax(y, axis=0)
     concrete = not isinstance(idx, jax.core.Tracer)
     if y.ndim == 1 and concrete:
@@ -366,9 +367,7 @@ class DataLoader:
         sizes = {p: lf.shape[-1] for p, lf in leaves}
         if len(set(sizes.values())) > 1:
             listing = ", ".join(f"data{p or ''}: {n}" for p, n in sizes.items())
-            raise ValueError(
-                f"DataLoader: all arrays must have the same number of observations (last axis); got {listing}"
-            )
+            raise DimensionMismatch(f"DataLoader: all arrays must have the same number of observations (last axis); got {listing}")
         self.nobs = int(next(iter(sizes.values())))
         self.batchsize = int(batchsize)
         self.shuffle = bool(shuffle)

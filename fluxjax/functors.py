@@ -117,6 +117,9 @@ def _unflatten_fields(cls, fields, children):
 
 
 def _register(cls):
+    if cls in _LAYER_TYPES:  # a subclass of a layer, registered by __init_subclass__, decorated again
+        return
+
     def flatten_with_keys(obj):
         children, keys, aux = _flatten_fields(obj)
         return list(zip(keys, children)), aux

@@ -33,6 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import erfinv
 
+from .errors import DimensionMismatch
 from .random import resolve_key
 
 __all__ = [
@@ -272,17 +273,14 @@ def truncated_normal(
     mean, std, lo, hi = float(mean), float(std), float(lo), float(hi)
     if mean < lo - 2 * std or mean > hi + 2 * std:
         warnings.warn(
-            "Mean is more than 2 std outside the limits in truncated_normal, "
-            "so the distribution of values may be inaccurate.",
+            "Mean is more than 2 std outside the limits in truncated_normal, so the distribution of values may be inaccurate.",
             stacklevel=2,
         )
     lcdf = _norm_cdf((lo - mean) / std)
     ucdf = _norm_cdf((hi - mean) / std)
     flat = _flat(resolve_key(rng), _bucket(math.prod(dims)), "uniform")
     f32 = jnp.float32
-    return _truncated(
-        flat, dims, f32(2 * (ucdf - lcdf)), f32(2 * lcdf - 1), f32(std * math.sqrt(2.0)), f32(mean), f32(lo), f32(hi)
-    )
+    return _truncated(flat, dims, f32(2 * (ucdf - lcdf)), f32(2 * lcdf - 1), f32(std * math.sqrt(2.0)), f32(mean), f32(lo), f32(hi))
 
 
 def lecun_normal(*dims: int, rng: RNG = None, gain: float = 1.0) -> InitResult:
@@ -300,12 +298,17 @@ def lecun_normal(*dims: int, rng: RNG = None, gain: float = 1.0) -> InitResult:
     return truncated_normal(*dims, rng=rng, mean=0.0, std=std)
 
 
-def _orthogonal2(key: jax.Array, rows: int, cols: int, gain: float) -> jax.Array:
+@functools.partial(jax.jit, static_argnums=(1, 2))
+def _orthogonal_core(flat: jax.Array, rows: int, cols: int, gain: jax.Array) -> jax.Array:
     if rows < cols:
-        return _orthogonal2(key, cols, rows, gain).T
-    mat = _sample(key, (rows, cols), "normal")
+        return _orthogonal_core(flat, cols, rows, gain).T
+    mat = flat[: rows * cols].reshape(rows, cols)
     q, r = jnp.linalg.qr(mat)  # reduced: q is (rows, cols)
     return q * jnp.sign(jnp.diagonal(r)) * gain
+
+
+def _orthogonal2(key: jax.Array, rows: int, cols: int, gain: jax.Array) -> jax.Array:
+    return _orthogonal_core(_flat(key, _bucket(rows * cols), "normal"), rows, cols, gain)
 
 
 def orthogonal(*dims: int, rng: RNG = None, gain: float = 1.0) -> InitResult:
@@ -323,11 +326,11 @@ def orthogonal(*dims: int, rng: RNG = None, gain: float = 1.0) -> InitResult:
         return _Partial(orthogonal, rng, {"gain": gain})
     dims = _dims_of(dims)
     key = resolve_key(rng)
+    g = jnp.float32(gain)
     if len(dims) == 2:
-        return _orthogonal2(key, dims[0], dims[1], float(gain)).astype(_F32)
+        return _orthogonal2(key, dims[0], dims[1], g)
     rows, cols = math.prod(dims[:-1]), dims[-1]
-    m = _orthogonal2(key, rows, cols, float(gain))
-    return _reshape_colmajor(m, dims).astype(_F32)
+    return _reshape_colmajor(_orthogonal2(key, rows, cols, g), dims)
 
 
 def sparse_init(*dims: int, rng: RNG = None, sparsity: float | None = None, std: float = 0.01) -> InitResult:
@@ -349,11 +352,18 @@ def sparse_init(*dims: int, rng: RNG = None, sparsity: float | None = None, std:
     rows, cols = dims
     num_zeros = max(0, math.ceil(min(1.0, float(sparsity)) * rows))
     k1, k2 = jax.random.split(resolve_key(rng))
-    w = _sample(k1, dims, "normal", 0.0, float(std))
-    w = jnp.where(jnp.arange(rows)[:, None] < num_zeros, 0.0, w)
+    n = _bucket(rows * cols)
+    return _sparse_core(_flat(k1, n, "normal"), _flat(k2, n, "uniform"), dims, num_zeros, jnp.float32(std))
+
+
+@functools.partial(jax.jit, static_argnums=(2, 3))
+def _sparse_core(normal: jax.Array, uniform: jax.Array, dims: tuple, num_zeros: int, std: jax.Array):
+    n = math.prod(dims)
+    w = normal[:n].reshape(dims) * std
+    w = jnp.where(jnp.arange(dims[0])[:, None] < num_zeros, 0.0, w)
     # shuffle every column independently (Flux: mapslices(shuffle, w, dims=1))
-    perm = jnp.argsort(_sample(k2, dims, "uniform"), axis=0)
-    return jnp.take_along_axis(w, perm, axis=0).astype(_F32)
+    perm = jnp.argsort(uniform[:n].reshape(dims), axis=0)
+    return jnp.take_along_axis(w, perm, axis=0)
 
 
 def identity_init(*dims: int, rng: RNG = None, gain: float = 1.0, shift: int | tuple = 0) -> InitResult:
@@ -431,7 +441,7 @@ def create_bias(weight: Any, bias: Any, *dims: int) -> Any:
 
     - `True`: zeros of shape `dims`, with the weight's dtype.
     - `False`: `False` (no bias; the layer adds nothing and it gets no gradient).
-    - an array: checked to have shape `dims` (else `ValueError`) and cast to the weight's dtype.
+    - an array: checked to have shape `dims` (else `DimensionMismatch`, a `ValueError`) and cast to the weight's dtype.
 
     >>> create_bias(w, True, 3)           # zeros(3)
     """
@@ -441,6 +451,5 @@ def create_bias(weight: Any, bias: Any, *dims: int) -> Any:
         return jnp.zeros(shape, dtype) if bias else False
     b = jnp.asarray(bias)
     if tuple(b.shape) != shape:
-        raise ValueError(f"expected bias of size {shape}, got size {tuple(b.shape)}")
+        raise DimensionMismatch(f"expected bias of size {shape}, got size {tuple(b.shape)}")
     return b.astype(dtype)
-

@@ -10,8 +10,8 @@ Conventions, as in Flux:
 - `dims=` is the class axis. Flux's `dims=1` (its first, feature axis) is `dims=0` here; `dims`
   may be a tuple. Sums over `dims` keep the axis (Flux's `sum(...; dims)`), so `agg=lambda l: l`
   returns Flux's `1 x N` array.
-- `yhat` and `y` must have the same size, or `y` is a scalar, else a `ValueError` saying e.g.
-  "loss function expects size(ŷ) = (2, 4) to match size(y) = (2, 3)". As in Julia, trailing
+- `yhat` and `y` must have the same size, or `y` is a scalar, else `DimensionMismatch` (a
+  `ValueError`) saying e.g. "loss function expects size(ŷ) = (2, 4) to match size(y) = (2, 3)". As in Julia, trailing
   singleton dims do not count: `(3,)` matches `(3, 1)`.
 - `y` may be bool or int (one-hot labels): it is cast to `yhat`'s float dtype. Float32 in, float32
   out; everything works under `jax.jit`, `jax.grad` and nested differentiation.
@@ -23,6 +23,7 @@ finite there.
 from __future__ import annotations
 
 import builtins
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -30,6 +31,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.custom_derivatives import SymbolicZero
+
+from .errors import DimensionMismatch
 
 __all__ = [
     "mae",
@@ -63,11 +66,16 @@ Dims = int | tuple[int, ...]
 # xlogy / xlogx
 
 
+def _default_float() -> Any:
+    # float32, or float64 when the user has enabled jax_enable_x64 (Julia's float(Int) is Float64)
+    return jax.dtypes.canonicalize_dtype(jnp.float64)
+
+
 def _as_float(*xs: Any) -> list[jax.Array]:
     arrs = [jnp.asarray(x) for x in xs]
     dt = jnp.result_type(*xs)
     if not jnp.issubdtype(dt, jnp.inexact):
-        dt = jnp.float32
+        dt = _default_float()
     return [a.astype(dt) for a in arrs]
 
 
@@ -96,6 +104,7 @@ def _xlogy_jvp(primals, tangents):
 _xlogy.defjvp(_xlogy_jvp, symbolic_zeros=True)
 
 
+@jax.jit
 def xlogy(x: Any, y: Any) -> jax.Array:
     """`x * log(y)`, and `0` where `x == 0` (even if `y == 0`), as `Flux.Losses.xlogy`.
 
@@ -118,6 +127,7 @@ def _xlogx_jvp(primals, tangents):
     return _xlogx(x), dx * (jnp.log(x) + 1)
 
 
+@jax.jit
 def xlogx(x: Any) -> jax.Array:
     """`x * log(x)`, and `0` at `x == 0` (the limit from above), as `Flux.Losses.xlogx`.
 
@@ -136,7 +146,8 @@ def _shape_str(shape: tuple) -> str:
 
 
 def _check_sizes(yhat: Any, y: Any) -> None:
-    """Flux's `_check_sizes`: raise unless `yhat` and `y` have the same size.
+    """Flux's `_check_sizes`: raise `DimensionMismatch` (a `ValueError`) unless `yhat` and `y`
+    have the same size.
 
     Scalars (Python numbers and 0-d arrays) pass, as Flux's constant labels. Sizes are compared
     Julia-style, with missing trailing dims read as 1.
@@ -146,16 +157,14 @@ def _check_sizes(yhat: Any, y: Any) -> None:
         return
     n = max(len(s1), len(s2))
     if s1 + (1,) * (n - len(s1)) != s2 + (1,) * (n - len(s2)):
-        raise ValueError(
-            f"loss function expects size(ŷ) = {_shape_str(s1)} to match size(y) = {_shape_str(s2)}"
-        )
+        raise DimensionMismatch(f"loss function expects size(ŷ) = {_shape_str(s1)} to match size(y) = {_shape_str(s2)}")
 
 
 def _prep(yhat: Any, y: Any) -> tuple[jax.Array, Any]:
     """Convert, check sizes, and align ranks so numpy broadcasting equals Julia's."""
     yhat = jnp.asarray(yhat)
     if not jnp.issubdtype(yhat.dtype, jnp.inexact):
-        yhat = yhat.astype(jnp.float32)
+        yhat = yhat.astype(_default_float())
     _check_sizes(yhat, y)
     if not isinstance(y, (int, float, complex)) or isinstance(y, bool):
         y = jnp.asarray(y)
@@ -206,6 +215,17 @@ def _is_concrete(x: Any) -> bool:
     return not isinstance(x, jax.core.Tracer)
 
 
+# Each loss's elementwise part is one jitted kernel (the user's `agg` is applied outside), so an
+# eager call or an eager gradient compiles one program per shape instead of one per primitive.
+def _kernel(fn: Callable) -> Callable:
+    params = inspect.signature(fn).parameters
+    return jax.jit(fn, static_argnames=tuple(n for n in ("dims", "gint") if n in params))
+
+
+def _pow(x: jax.Array, g: Any, gint: int | None) -> jax.Array:
+    return x**gint if gint is not None else x**g
+
+
 # ---------------------------------------------------------------------------------------------
 # regression losses
 
@@ -216,7 +236,7 @@ def mae(yhat: Any, y: Any, *, agg: Agg = jnp.mean) -> jax.Array:
     >>> mae(jnp.array([1.1, 1.9, 3.1]), jnp.array([1.0, 2.0, 3.0]))   # 0.1
     """
     yhat, y = _prep(yhat, y)
-    return _agg(agg)(jnp.abs(yhat - y))
+    return _agg(agg)(_k_mae(yhat, y))
 
 
 def mse(yhat: Any, y: Any, *, agg: Agg = jnp.mean) -> jax.Array:
@@ -225,7 +245,7 @@ def mse(yhat: Any, y: Any, *, agg: Agg = jnp.mean) -> jax.Array:
     >>> mse(jnp.array([1.1, 1.9, 3.1]), jnp.array([1.0, 2.0, 3.0]))   # 0.01
     """
     yhat, y = _prep(yhat, y)
-    return _agg(agg)(_abs2(yhat - y))
+    return _agg(agg)(_k_mse(yhat, y))
 
 
 def msle(yhat: Any, y: Any, *, agg: Agg = jnp.mean, eps: Any = None) -> jax.Array:
@@ -235,7 +255,7 @@ def msle(yhat: Any, y: Any, *, agg: Agg = jnp.mean, eps: Any = None) -> jax.Arra
     """
     yhat, y = _prep(yhat, y)
     e = _eps(yhat, eps)
-    return _agg(agg)(jnp.log((yhat + e) / (y + e)) ** 2)
+    return _agg(agg)(_k_msle(yhat, y, e))
 
 
 def huber_loss(yhat: Any, y: Any, *, agg: Agg = jnp.mean, delta: float = 1.0) -> jax.Array:
@@ -246,11 +266,7 @@ def huber_loss(yhat: Any, y: Any, *, agg: Agg = jnp.mean, delta: float = 1.0) ->
     >>> huber_loss(jnp.array([0.9, 0.1]), jnp.array([1.0, 1.0]))   # mean(0.5 * [0.01, 0.81])
     """
     yhat, y = _prep(yhat, y)
-    d = _cast(yhat, delta)
-    e = jnp.abs(yhat - y)
-    temp = jax.lax.stop_gradient((e < d).astype(e.dtype))
-    x = 0.5
-    return _agg(agg)(((e * e) * temp) * x + d * (e - x * d) * (1 - temp))
+    return _agg(agg)(_k_huber(yhat, y, _cast(yhat, delta)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -267,12 +283,12 @@ def label_smoothing(y: Any, alpha: float, *, dims: int | None = 0) -> Any:
 
     >>> label_smoothing(jnp.array([[0.0], [1.0]]), 0.2)    # [[0.1], [0.9]]
     """
-    if not (0 < alpha < 1):
+    if _is_concrete(alpha) and not (0 < alpha < 1):
         raise ValueError(f"label_smoothing: α must be between 0 and 1, got {alpha}")
     if not isinstance(y, (int, float)) or isinstance(y, bool):
         y = jnp.asarray(y)
         if not jnp.issubdtype(y.dtype, jnp.inexact):
-            y = y.astype(jnp.float32)
+            y = y.astype(_default_float())
     if dims is None:
         return y * (1 - alpha) + alpha / 2
     ndim = np.ndim(y)
@@ -280,8 +296,7 @@ def label_smoothing(y: Any, alpha: float, *, dims: int | None = 0) -> Any:
         n = np.shape(y)[0] if ndim else 1
         return y * (1 - alpha) + alpha / n
     raise ValueError(
-        "label_smoothing: `dims` should be 0 (the class axis, Flux's dims=1) "
-        f"or None (binary labels, Flux's dims=0), got {dims!r}"
+        f"label_smoothing: `dims` should be 0 (the class axis, Flux's dims=1) or None (binary labels, Flux's dims=0), got {dims!r}"
     )
 
 
@@ -294,7 +309,7 @@ def crossentropy(yhat: Any, y: Any, *, dims: Dims = 0, agg: Agg = jnp.mean, eps:
     """
     yhat, y = _prep(yhat, y)
     e = _eps(yhat, eps)
-    return _agg(agg)(-_sum(xlogy(y, yhat + e), dims))
+    return _agg(agg)(_k_crossentropy(yhat, y, e, dims=dims))
 
 
 def logitcrossentropy(yhat: Any, y: Any, *, dims: Dims = 0, agg: Agg = jnp.mean) -> jax.Array:
@@ -305,7 +320,7 @@ def logitcrossentropy(yhat: Any, y: Any, *, dims: Dims = 0, agg: Agg = jnp.mean)
     >>> logitcrossentropy(jnp.zeros((3, 2)), jnp.eye(3)[:, :2])   # log(3)
     """
     yhat, y = _prep(yhat, y)
-    return _agg(agg)(-_sum(y * jax.nn.log_softmax(yhat, axis=dims), dims))
+    return _agg(agg)(_k_logitcrossentropy(yhat, y, dims=dims))
 
 
 def binarycrossentropy(yhat: Any, y: Any, *, agg: Agg = jnp.mean, eps: Any = None) -> jax.Array:
@@ -317,7 +332,7 @@ def binarycrossentropy(yhat: Any, y: Any, *, agg: Agg = jnp.mean, eps: Any = Non
     """
     yhat, y = _prep(yhat, y)
     e = _eps(yhat, eps)
-    return _agg(agg)(-xlogy(y, yhat + e) - xlogy(1 - y, 1 - yhat + e))
+    return _agg(agg)(_k_binarycrossentropy(yhat, y, e))
 
 
 def logitbinarycrossentropy(yhat: Any, y: Any, *, agg: Agg = jnp.mean) -> jax.Array:
@@ -328,7 +343,7 @@ def logitbinarycrossentropy(yhat: Any, y: Any, *, agg: Agg = jnp.mean) -> jax.Ar
     >>> logitbinarycrossentropy(jnp.array([2.0, -1.0, 3.14159]), jnp.array([1, 0, 1]))  # 0.160832
     """
     yhat, y = _prep(yhat, y)
-    return _agg(agg)((1 - y) * yhat - jax.nn.log_sigmoid(yhat))
+    return _agg(agg)(_k_logitbinarycrossentropy(yhat, y))
 
 
 def kldivergence(yhat: Any, y: Any, *, dims: Dims = 0, agg: Agg = jnp.mean, eps: Any = None) -> jax.Array:
@@ -339,7 +354,7 @@ def kldivergence(yhat: Any, y: Any, *, dims: Dims = 0, agg: Agg = jnp.mean, eps:
     """
     yhat, y = _prep(yhat, y)
     a = _agg(agg)
-    entropy = a(_sum(xlogx(y), dims))
+    entropy = a(_k_entropy(y, dims=dims))
     return entropy + crossentropy(yhat, y, dims=dims, agg=a, eps=eps)
 
 
@@ -349,7 +364,7 @@ def poisson_loss(yhat: Any, y: Any, *, agg: Agg = jnp.mean) -> jax.Array:
     >>> poisson_loss(jnp.array([0.4, 0.5, 0.6]), jnp.array([0.1, 0.2, 0.3]))  # 0.6278354
     """
     yhat, y = _prep(yhat, y)
-    return _agg(agg)(yhat - xlogy(y, yhat))
+    return _agg(agg)(_k_poisson(yhat, y))
 
 
 def hinge_loss(yhat: Any, y: Any, *, agg: Agg = jnp.mean) -> jax.Array:
@@ -358,7 +373,7 @@ def hinge_loss(yhat: Any, y: Any, *, agg: Agg = jnp.mean) -> jax.Array:
     >>> hinge_loss(jnp.array([0.1, 0.3, 1.0, 1.5]), jnp.array([1, -1, 1, 1]))   # 0.55
     """
     yhat, y = _prep(yhat, y)
-    return _agg(agg)(jnp.maximum(0, 1 - yhat * y))
+    return _agg(agg)(_k_hinge(yhat, y))
 
 
 def squared_hinge_loss(yhat: Any, y: Any, *, agg: Agg = jnp.mean) -> jax.Array:
@@ -367,7 +382,7 @@ def squared_hinge_loss(yhat: Any, y: Any, *, agg: Agg = jnp.mean) -> jax.Array:
     >>> squared_hinge_loss(jnp.array([0.1, 0.3, 1.0, 1.5]), jnp.array([1, -1, 1, 1]))  # 0.625
     """
     yhat, y = _prep(yhat, y)
-    return _agg(agg)(jnp.maximum(0, 1 - yhat * y) ** 2)
+    return _agg(agg)(_k_squared_hinge(yhat, y))
 
 
 def dice_coeff_loss(yhat: Any, y: Any, *, smooth: float = 1.0) -> jax.Array:
@@ -378,8 +393,7 @@ def dice_coeff_loss(yhat: Any, y: Any, *, smooth: float = 1.0) -> jax.Array:
     >>> dice_coeff_loss(jnp.array([1.1, 2.1, 3.1]), jnp.array([1.0, 2.0, 3.0]))  # 0.000992
     """
     yhat, y = _prep(yhat, y)
-    s = _cast(yhat, smooth)
-    return 1 - (2 * jnp.sum(y * yhat) + s) / (jnp.sum(y**2) + jnp.sum(yhat**2) + s)
+    return _k_dice(yhat, y, _cast(yhat, smooth))
 
 
 def tversky_loss(yhat: Any, y: Any, *, beta: float = 0.7) -> jax.Array:
@@ -392,37 +406,27 @@ def tversky_loss(yhat: Any, y: Any, *, beta: float = 0.7) -> jax.Array:
     >>> tversky_loss(jnp.array([0.0, 1.4, 0.5, 1.2]), jnp.array([1.0, 0.5, 0.3, 2.4]))  # -0.0677
     """
     yhat, y = _prep(yhat, y)
-    b = _cast(yhat, beta)
-    num = jnp.sum(y * yhat) + 1
-    den = jnp.sum(y * yhat + b * (1 - y) * yhat + (1 - b) * y * (1 - yhat)) + 1
-    return 1 - num / den
+    return _k_tversky(yhat, y, _cast(yhat, beta))
 
 
-def _gamma(yhat: jax.Array, gamma: Any) -> Any:
+def _gamma(yhat: jax.Array, gamma: Any) -> tuple[Any, int | None]:
     if isinstance(gamma, (int, np.integer)) and not isinstance(gamma, bool):
-        return int(gamma)  # integer power, as Flux keeps an Integer γ
-    return _cast(yhat, gamma)
+        return 0.0, int(gamma)  # integer power, as Flux keeps an Integer γ
+    return _cast(yhat, gamma), None
 
 
-def binary_focal_loss(
-    yhat: Any, y: Any, *, agg: Agg = jnp.mean, gamma: float = 2, eps: Any = None
-) -> jax.Array:
+def binary_focal_loss(yhat: Any, y: Any, *, agg: Agg = jnp.mean, gamma: float = 2, eps: Any = None) -> jax.Array:
     """Binary focal loss (Lin et al. 2017). With `ŷϵ = ŷ + eps` and
     `p_t = y ŷϵ + (1 - y)(1 - ŷϵ)`: `agg((1 - p_t)^γ * -log(p_t))`. `gamma=0` is binarycrossentropy.
 
     >>> binary_focal_loss(jnp.array([[0.6, 0.3], [0.4, 0.7]]), jnp.array([[1, 0], [0, 1]]))  # 0.0569
     """
     yhat, y = _prep(yhat, y)
-    g = _gamma(yhat, gamma)
-    e = _eps(yhat, eps)
-    ye = yhat + e
-    p_t = y * ye + (1 - y) * (1 - ye)
-    return _agg(agg)((1 - p_t) ** g * -jnp.log(p_t))
+    g, gint = _gamma(yhat, gamma)
+    return _agg(agg)(_k_binary_focal(yhat, y, _eps(yhat, eps), g, gint=gint))
 
 
-def focal_loss(
-    yhat: Any, y: Any, *, dims: Dims = 0, agg: Agg = jnp.mean, gamma: float = 2, eps: Any = None
-) -> jax.Array:
+def focal_loss(yhat: Any, y: Any, *, dims: Dims = 0, agg: Agg = jnp.mean, gamma: float = 2, eps: Any = None) -> jax.Array:
     """Multi-class focal loss on probabilities `ŷ` (softmax output), class axis `dims`:
     `agg(sum(-y (1 - ŷϵ)^γ log(ŷϵ); dims))` with `ŷϵ = ŷ + eps`. `gamma=0` is crossentropy.
 
@@ -430,10 +434,8 @@ def focal_loss(
     ...            jnp.array([[1, 0], [0, 0], [0, 1]]))                  # 0.4599
     """
     yhat, y = _prep(yhat, y)
-    g = _gamma(yhat, gamma)
-    e = _eps(yhat, eps)
-    ye = yhat + e
-    return _agg(agg)(_sum(-y * (1 - ye) ** g * jnp.log(ye), dims))
+    g, gint = _gamma(yhat, gamma)
+    return _agg(agg)(_k_focal(yhat, y, _eps(yhat, eps), g, dims=dims, gint=gint))
 
 
 def siamese_contrastive_loss(yhat: Any, y: Any, *, agg: Agg = jnp.mean, margin: float = 1.0) -> jax.Array:
@@ -446,8 +448,104 @@ def siamese_contrastive_loss(yhat: Any, y: Any, *, agg: Agg = jnp.mean, margin: 
     yhat, y = _prep(yhat, y)
     if _is_concrete(margin) and np.any(np.asarray(margin) < 0):
         raise ValueError(f"siamese_contrastive_loss: Margin must be non-negative, got {margin}")
-    m = _cast(yhat, margin)
-    return _agg(agg)((1 - y) * yhat**2 + y * jnp.maximum(0, m - yhat) ** 2)
+    return _agg(agg)(_k_siamese(yhat, y, _cast(yhat, margin)))
+
+
+# ---------------------------------------------------------------------------------------------
+# kernels (Flux's formulas, unreduced)
+
+
+@_kernel
+def _k_mae(yhat, y):
+    return jnp.abs(yhat - y)
+
+
+@_kernel
+def _k_mse(yhat, y):
+    return _abs2(yhat - y)
+
+
+@_kernel
+def _k_msle(yhat, y, e):
+    return jnp.log((yhat + e) / (y + e)) ** 2
+
+
+@_kernel
+def _k_huber(yhat, y, d):
+    e = jnp.abs(yhat - y)
+    temp = jax.lax.stop_gradient((e < d).astype(e.dtype))
+    x = 0.5
+    return ((e * e) * temp) * x + d * (e - x * d) * (1 - temp)
+
+
+@_kernel
+def _k_crossentropy(yhat, y, e, *, dims):
+    return -_sum(xlogy(y, yhat + e), dims)
+
+
+@_kernel
+def _k_logitcrossentropy(yhat, y, *, dims):
+    return -_sum(y * jax.nn.log_softmax(yhat, axis=dims), dims)
+
+
+@_kernel
+def _k_binarycrossentropy(yhat, y, e):
+    return -xlogy(y, yhat + e) - xlogy(1 - y, 1 - yhat + e)
+
+
+@_kernel
+def _k_logitbinarycrossentropy(yhat, y):
+    return (1 - y) * yhat - jax.nn.log_sigmoid(yhat)
+
+
+@_kernel
+def _k_entropy(y, *, dims):
+    return _sum(xlogx(y), dims)
+
+
+@_kernel
+def _k_poisson(yhat, y):
+    return yhat - xlogy(y, yhat)
+
+
+@_kernel
+def _k_hinge(yhat, y):
+    return jnp.maximum(0, 1 - yhat * y)
+
+
+@_kernel
+def _k_squared_hinge(yhat, y):
+    return jnp.maximum(0, 1 - yhat * y) ** 2
+
+
+@_kernel
+def _k_dice(yhat, y, s):
+    return 1 - (2 * jnp.sum(y * yhat) + s) / (jnp.sum(y**2) + jnp.sum(yhat**2) + s)
+
+
+@_kernel
+def _k_tversky(yhat, y, b):
+    num = jnp.sum(y * yhat) + 1
+    den = jnp.sum(y * yhat + b * (1 - y) * yhat + (1 - b) * y * (1 - yhat)) + 1
+    return 1 - num / den
+
+
+@_kernel
+def _k_binary_focal(yhat, y, e, g, *, gint):
+    ye = yhat + e
+    p_t = y * ye + (1 - y) * (1 - ye)
+    return _pow(1 - p_t, g, gint) * -jnp.log(p_t)
+
+
+@_kernel
+def _k_focal(yhat, y, e, g, *, dims, gint):
+    ye = yhat + e
+    return _sum(-y * _pow(1 - ye, g, gint) * jnp.log(ye), dims)
+
+
+@_kernel
+def _k_siamese(yhat, y, m):
+    return (1 - y) * yhat**2 + y * jnp.maximum(0, m - yhat) ** 2
 
 
 # ---------------------------------------------------------------------------------------------
@@ -467,7 +565,7 @@ def ctc_loss(yhat: Any, y: Any) -> jax.Array:
     """
     yhat = jnp.asarray(yhat)
     if not jnp.issubdtype(yhat.dtype, jnp.floating):
-        yhat = yhat.astype(jnp.float32)
+        yhat = yhat.astype(_default_float())
     if yhat.ndim != 2:
         raise ValueError(f"ctc_loss expects ŷ of shape (classes, time), got shape {yhat.shape}")
     C, T = yhat.shape
@@ -480,7 +578,14 @@ def ctc_loss(yhat: Any, y: Any) -> jax.Array:
                 f"ctc_loss: labels must be integers in 0..{blank - 1} (0-based; the blank is the last "
                 f"class, {blank}), got {yn.tolist()}"
             )
-    y = y.astype(jnp.int32)
+    return _ctc_nll(yhat, y.astype(jnp.int32))
+
+
+@jax.jit
+def _ctc_nll(yhat: jax.Array, y: jax.Array) -> jax.Array:
+    """Forward (alpha) recursion in log space over the blank-extended label sequence."""
+    C, T = yhat.shape
+    blank = C - 1
     L = y.shape[0]
     U = 2 * L + 1
     lp = jax.nn.log_softmax(yhat, axis=0)

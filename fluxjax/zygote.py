@@ -19,8 +19,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._slots import _NUMBER, PARAM, Slot, walk
-from .functors import _LAYER_TYPES, _flatten_fields, is_array, is_float_array, is_layer
+from ._slots import _NUMBER, _OPAQUE, PARAM, Slot, is_visited, walk
+from .functors import _LAYER_TYPES, is_array, is_float_array, is_layer
 from .state import Region, commit
 
 # ----------------------------------------------------------------------------------------------
@@ -83,6 +83,13 @@ jax.tree_util.register_pytree_with_keys(
 )
 
 
+def _none_if_empty(g):
+    """A container field holding no arrays (a stride tuple) has gradient None, as Zygote's `nothing`."""
+    if isinstance(g, (list, tuple, dict)) and all(e is None for e in jax.tree_util.tree_leaves(g)):
+        return None
+    return g
+
+
 def _rebuild(box: list, grads_by_leaf: list) -> tuple:
     """Mirror `walk(box)`: put each leaf's gradient where the leaf was, `Tangent` for layers."""
     it = iter(grads_by_leaf)
@@ -95,9 +102,8 @@ def _rebuild(box: list, grads_by_leaf: list) -> tuple:
                 return memo[id(v)]
             fields: dict[str, Any] = {}
             memo[id(v)] = tan = Tangent(t, fields)
-            d = v.__dict__
-            for name, kind, _ in _flatten_fields(v)[2]:
-                fields[name] = None if kind < 0 else build(d[name], False)
+            for name, e in v.__dict__.items():
+                fields[name] = _none_if_empty(build(e, False)) if is_visited(e) else None
             if all(g is None for g in fields.values()):  # no gradient reached it: Zygote's `nothing`
                 memo[id(v)] = tan = None
             return tan
@@ -116,7 +122,7 @@ def _rebuild(box: list, grads_by_leaf: list) -> tuple:
             if all(g is None for g in items):
                 return None
             return t(*items) if hasattr(v, "_fields") else tuple(items)
-        if isinstance(v, _NUMBER):
+        if isinstance(v, _NUMBER) or isinstance(v, _OPAQUE):
             return None
         sub, treedef = jax.tree_util.tree_flatten(v, is_leaf=lambda z: type(z) in _LAYER_TYPES)
         if treedef.num_leaves == 1 and treedef.num_nodes == 1 and sub and sub[0] is v:
@@ -548,11 +554,13 @@ class Params:
         for _, _, v, slot in _referenced(f):
             if id(v) in missing:
                 missing[id(v)].slots.append(slot)
-            elif is_layer(v) or isinstance(v, (list, dict)):
+            elif is_layer(v) or isinstance(v, (list, dict, tuple)):
                 root = [v]
                 w = walk(root)
                 for leaf, s in zip(w.leaves, w.slots):
-                    if id(leaf) in missing and s.owner is not root:
+                    if id(leaf) in missing:
+                        if s.owner is root:  # inside a tuple held by the variable itself: rebind the variable
+                            s = Slot(slot.owner, slot.key, slot.attr, slot.path + s.path)
                         missing[id(leaf)].slots.append(s)
         for e in missing.values():
             if not e.slots:

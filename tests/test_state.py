@@ -193,7 +193,7 @@ def test_eager_jit_functional_identical_stats_over_steps():
     xs = [jax.random.normal(jax.random.PRNGKey(i), (2, 8)) for i in range(3)]
     eager, jitted, pure = _model(), _model(), _model()
     for x in xs:
-        Flux.withgradient(lambda m: _loss(m, x), eager)
+        Flux.withgradient(lambda m, x=x: _loss(m, x), eager)
         _jit_step(jitted, x)
     params, state, apply = Flux.functional(pure)
     step = jax.jit(lambda p, s, x: apply(p, s, x, train=True))

@@ -124,7 +124,7 @@ class MultiHeadAttention:
                 f"layer {self._show()} expects size({name}, 1) == {n}, but got {describe(x)}"
             )
 
-    def __call__(self, q, k=None, v=None, bias=None, mask=None):
+    def __call__(self, q, k=None, v=None, bias=None, mask=None) -> tuple[jax.Array, jax.Array]:
         if k is None:
             k = q
         if v is None:

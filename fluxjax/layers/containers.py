@@ -41,6 +41,17 @@ def fn_name(f: Any) -> str:
     return name or getattr(f, "__name__", repr(f))
 
 
+# Julia's `+`, `*`, `max`, `min` take any number of arguments (`Parallel(+, a, b, c)`); Python's are
+# binary, so these connections are folded over the outputs when given more (or fewer) than two.
+_NARY = (operator.add, operator.mul, operator.matmul, jnp.add, jnp.multiply, jnp.maximum, jnp.minimum)
+
+
+def _connect(connection: Callable, outs: list):
+    if len(outs) != 2 and any(connection is f for f in _NARY):
+        return reduce(connection, outs)
+    return connection(*outs)
+
+
 class _Label:
     """A printed-only stand-in for a function child in the expanded (multi-line) form."""
 
@@ -128,8 +139,9 @@ class Parallel(_Indexed):
     `m["name"]`, `m.name`; `m[0]` is the first layer). With one input `x` it computes
     `connection(*(l(x) for l in layers))`; with `N` inputs and `N` layers, `connection(l_i(x_i)...)`;
     with several inputs and one layer, that layer applied to each input. A tuple input is splatted.
-    `connection` is called exactly once. Mismatched input counts, no inputs and no layers raise
-    `ValueError` (Flux's `ArgumentError`).
+    `connection` is called exactly once; `operator.add`/`mul`, `jnp.add`/`multiply`/`maximum`/`minimum`
+    are folded over any number of outputs, as Julia's n-ary `+`, `*`, `max`, `min`. Mismatched input
+    counts, no inputs and no layers raise `ValueError` (Flux's `ArgumentError`).
 
     ```python
     >>> p = Parallel(operator.add, Dense(10, 2, jnp.tanh), Dense(5, 2))
@@ -138,13 +150,13 @@ class Parallel(_Indexed):
     ```
     """
 
-    def __init__(self, connection: Callable, *layers: Callable, **named: Callable):
+    def __init__(self, connection: Callable, /, *layers: Callable, **named: Callable):
         self.connection = connection
         self.layers = _named_layers("Parallel", layers, named)
         if not self.layers:
             raise ValueError("cannot construct a Parallel layer with no sub-layers")
 
-    def __call__(self, *xs):
+    def __call__(self, *xs) -> Any:
         if len(xs) == 1 and isinstance(xs[0], tuple):
             xs = xs[0]  # a tuple is always splatted
         if not xs:
@@ -161,7 +173,7 @@ class Parallel(_Indexed):
                 f"Parallel with {len(layers)} > 1 sub-layers can take one input or {len(layers)} inputs, "
                 f"but got {len(xs)} inputs"
             )
-        return self.connection(*outs)
+        return _connect(self.connection, outs)
 
 
 @layer
@@ -184,7 +196,7 @@ class PairwiseFusion(_Indexed):
     ```
     """
 
-    def __init__(self, connection: Callable, *layers: Callable, **named: Callable):
+    def __init__(self, connection: Callable, /, *layers: Callable, **named: Callable):
         self.connection = connection
         self.layers = _named_layers("PairwiseFusion", layers, named)
         if not self.layers:
@@ -228,7 +240,7 @@ class SkipConnection:
         self.layers = layers
         self.connection = connection
 
-    def __call__(self, x):
+    def __call__(self, x) -> Any:
         return self.connection(self.layers(x), x)
 
     def _show(self) -> str:
@@ -268,7 +280,7 @@ class Maxout:
                 raise TypeError(f"Maxout: every layer must be callable, got {type(lay).__name__}")
         self.layers = tuple(layers)
 
-    def __call__(self, x):
+    def __call__(self, x) -> Any:
         return reduce(jnp.maximum, (lay(x) for lay in self.layers))
 
     def __getitem__(self, i):

@@ -95,7 +95,7 @@ class Bilinear:
         self.bias = create_bias(weight, bias_arg, weight.shape[0])
         self.sigma = identity if sigma is None else sigma
 
-    def __call__(self, x, y=None):
+    def __call__(self, x, y=None) -> jax.Array:
         if y is None:
             if isinstance(x, tuple):
                 if len(x) != 2:
@@ -187,7 +187,7 @@ class Scale:
         self.bias = create_bias(scale, bias_arg, *scale.shape)
         self.sigma = identity if sigma is None else sigma
 
-    def __call__(self, x):
+    def __call__(self, x) -> jax.Array:
         x = match_eltype(self, x, self.scale.dtype)
         _check_broadcast(self, self.scale, x)
         n = max(self.scale.ndim, x.ndim)
@@ -251,7 +251,7 @@ class Embedding:
         self.weight = weight
         self.padding_idx = padding_idx
 
-    def __call__(self, x):
+    def __call__(self, x) -> jax.Array:
         W = self.weight
         n_in = W.shape[1]
         if _is_int(x):

@@ -85,12 +85,16 @@ def dot_product_attention_scores(
     fdrop: Callable | None = None,
     mask: jax.Array | None = None,
 ) -> jax.Array:
-    """Attention scores from head-split inputs: `q` `(nheads, d, q_len, batch...)`, `k`
-    `(nheads, d, kv_len, batch...)` (head axis first here, see `_split_heads`). Returns `alpha` of
-    shape `(kv_len, q_len, nheads, batch...)`: `softmax(k'q / sqrt(d) + bias, masked)` over axis 0."""
-    d = q.shape[1]
+    """NNlib's `dot_product_attention_scores(q, k, [bias]; fdrop, mask)` on head-split inputs in NNlib's
+    layout: `q` `(d, nheads, q_len, batch...)`, `k` `(d, nheads, kv_len, batch...)`.
+
+    Returns `alpha` of shape `(kv_len, q_len, nheads, batch...)`: `softmax(k'q / sqrt(d) + bias)` over
+    axis 0, with `mask == False` entries set to `-Inf` first, then `fdrop` applied.
+    """
+    q, k = _float(q), _float(k)
+    d = q.shape[0]
     q = q / jnp.sqrt(jnp.asarray(d, q.dtype))
-    logits = jnp.einsum("hdi...,hdj...->jih...", q, k)
+    logits = jnp.einsum("dhi...,dhj...->jih...", q, k)
     if bias is not None:
         logits = logits + _jl_pad(jnp.asarray(bias), logits.ndim)
     if mask is not None:
@@ -125,7 +129,9 @@ def dot_product_attention(
     q, k, v = _float(q), _float(k), _float(v)
     _check(q, k, v, nheads)
     qh, kh, vh = (_split_heads(x, nheads) for x in (q, k, v))
-    alpha = dot_product_attention_scores(qh, kh, bias, fdrop=fdrop, mask=mask)
+    alpha = dot_product_attention_scores(
+        jnp.swapaxes(qh, 0, 1), jnp.swapaxes(kh, 0, 1), bias, fdrop=fdrop, mask=mask
+    )
     y = jnp.einsum("jih...,hdj...->hdi...", alpha, vh)
     return y.reshape((v.shape[0],) + y.shape[2:]), alpha
 

@@ -15,6 +15,7 @@ Padding `pad` is an int, an N-tuple (symmetric per spatial dim), or a 2N-tuple
 from __future__ import annotations
 
 from collections.abc import Sequence
+from numbers import Integral
 
 import jax
 import jax.numpy as jnp
@@ -25,8 +26,8 @@ IntOrTuple = int | Sequence[int]
 
 def expand(value: IntOrTuple, n: int, name: str = "argument") -> tuple[int, ...]:
     """An int or n-tuple as an n-tuple of ints (NNlib's `expand(Val(n), value)`)."""
-    if isinstance(value, int):
-        return (value,) * n
+    if isinstance(value, Integral):
+        return (int(value),) * n
     value = tuple(int(v) for v in value)
     if len(value) != n:
         raise ValueError(f"DimensionMismatch: {name} {value} should have {n} entries, one per spatial dim")
@@ -35,8 +36,8 @@ def expand(value: IntOrTuple, n: int, name: str = "argument") -> tuple[int, ...]
 
 def pad_pairs(pad: IntOrTuple, n: int) -> tuple[tuple[int, int], ...]:
     """Flux's `pad` (int, N-tuple or 2N-tuple `(lo1, hi1, ...)`) as N `(lo, hi)` pairs."""
-    if isinstance(pad, int):
-        return ((pad, pad),) * n
+    if isinstance(pad, Integral):
+        return ((int(pad), int(pad)),) * n
     pad = tuple(int(p) for p in pad)
     if len(pad) == n:
         return tuple((p, p) for p in pad)
@@ -51,7 +52,7 @@ def same_pad(k: IntOrTuple, dilation: IntOrTuple = 1) -> tuple[int, ...]:
     The odd extra pixel goes at the start (JAX's "SAME" puts it at the end).
     `same_pad((4, 3)) == (2, 1, 1, 1)`.
     """
-    ks = (k,) if isinstance(k, int) else tuple(k)
+    ks = (int(k),) if isinstance(k, Integral) else tuple(int(kk) for kk in k)
     ds = expand(dilation, len(ks), "dilation")
     out: list[int] = []
     for kk, d in zip(ks, ds, strict=True):

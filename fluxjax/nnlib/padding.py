@@ -12,6 +12,7 @@ Example: `pad_zeros(jnp.ones((2, 2)), 1).shape == (4, 4)`.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from numbers import Integral
 
 import jax
 import jax.numpy as jnp
@@ -23,14 +24,14 @@ DimSpec = int | Sequence[int] | None
 def _dims(dims: DimSpec, ndim: int, default: Sequence[int]) -> tuple[int, ...]:
     if dims is None:
         return tuple(default)
-    dims = (dims,) if isinstance(dims, int) else tuple(dims)
-    return tuple(d % ndim for d in dims)
+    dims = (dims,) if isinstance(dims, Integral) else tuple(dims)
+    return tuple(int(d) % ndim for d in dims)
 
 
 def _pairs(pad: PadSpec, dims: tuple[int, ...], ndim: int, allow_symmetric: bool) -> list[tuple[int, int]]:
     """Per-axis `(lo, hi)` for all `ndim` axes, zero on axes not in `dims` (NNlib's `gen_pad`)."""
-    if isinstance(pad, int):
-        flat = [pad] * (2 * len(dims))
+    if isinstance(pad, Integral):
+        flat = [int(pad)] * (2 * len(dims))
     else:
         pad = tuple(int(p) for p in pad)
         if allow_symmetric and len(pad) == len(dims):
@@ -62,7 +63,7 @@ def pad_zeros(x: jax.typing.ArrayLike, pad: PadSpec, *, dims: DimSpec = None) ->
 
 def _pad_mode(x, pad: PadSpec, dims: DimSpec, mode: str) -> jax.Array:
     x = jnp.asarray(x)
-    if isinstance(pad, int):
+    if isinstance(pad, Integral):
         default = range(x.ndim - 2)
     else:
         if len(pad) % 2:

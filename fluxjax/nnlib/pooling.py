@@ -11,6 +11,7 @@ import math
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from .conv import IntOrTuple, expand, pad_pairs
@@ -36,10 +37,8 @@ def maxpool(
     """
     x = jnp.asarray(x)
     dims, strides, padding = _window(x, k, stride, pad, "maxpool")
-    if jnp.issubdtype(x.dtype, jnp.floating):
-        init = jnp.array(-jnp.inf, x.dtype)
-    else:
-        init = jnp.array(jnp.iinfo(x.dtype).min, x.dtype)
+    # The init value must be a concrete scalar for JAX to use its differentiable max-window rule.
+    init = np.array(-np.inf if jnp.issubdtype(x.dtype, jnp.floating) else jnp.iinfo(x.dtype).min, x.dtype)
     return lax.reduce_window(x, init, lax.max, dims, strides, padding)
 
 
@@ -56,11 +55,11 @@ def meanpool(
     if not jnp.issubdtype(x.dtype, jnp.inexact):
         x = x.astype(jnp.result_type(float))
     dims, strides, padding = _window(x, k, stride, pad, "meanpool")
-    total = lax.reduce_window(x, jnp.array(0, x.dtype), lax.add, dims, strides, padding)
+    total = lax.reduce_window(x, np.array(0, x.dtype), lax.add, dims, strides, padding)
     if count_include_pad:
         return total / math.prod(dims)
     ones = jnp.ones(x.shape[:-2] + (1, 1), x.dtype)
-    count = lax.reduce_window(ones, jnp.array(0, x.dtype), lax.add, dims, strides, padding)
+    count = lax.reduce_window(ones, np.array(0, x.dtype), lax.add, dims, strides, padding)
     return total / jnp.maximum(count, 1)
 
 
@@ -78,7 +77,7 @@ def lpnormpool(
     if not jnp.issubdtype(x.dtype, jnp.inexact):
         x = x.astype(jnp.result_type(float))
     dims, strides, padding = _window(x, k, stride, pad, "lpnormpool")
-    total = lax.reduce_window(x**p, jnp.array(0, x.dtype), lax.add, dims, strides, padding)
+    total = lax.reduce_window(x**p, np.array(0, x.dtype), lax.add, dims, strides, padding)
     return total ** (1 / p)
 
 

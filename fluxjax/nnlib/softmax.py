@@ -11,6 +11,7 @@ Example: `softmax(jnp.ones((10, 32)))` has shape `(10, 32)` and each column sums
 from __future__ import annotations
 
 from collections.abc import Sequence
+from numbers import Integral
 
 import jax
 import jax.numpy as jnp
@@ -32,8 +33,8 @@ def _prepare(f: str, x, dims: Dims) -> tuple[jax.Array, tuple[int, ...]]:
         raise TypeError(_NUMBER_ERROR.format(f=f))
     if dims is None:
         return x, tuple(range(x.ndim))
-    axes = (dims,) if isinstance(dims, int) else tuple(dims)
-    return x, tuple(a % x.ndim for a in axes)
+    axes = (dims,) if isinstance(dims, Integral) else tuple(dims)
+    return x, tuple(int(a) % x.ndim for a in axes)
 
 
 def _shifted(x: jax.Array, axes: tuple[int, ...]) -> tuple[jax.Array, jax.Array]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from numbers import Integral, Real
 
 import jax
 import jax.numpy as jnp
@@ -39,7 +40,7 @@ def upsample_nearest(
         if any(o % i for o, i in zip(size, x.shape, strict=False)):
             raise ValueError(f"expected output size {size} divisible by input size {x.shape[: len(size)]}")
         scale = tuple(o // i for o, i in zip(size, x.shape, strict=False))
-    elif isinstance(scale, int):
+    elif isinstance(scale, Integral):
         scale = (scale,) * (x.ndim - 2)
     scale = tuple(int(s) for s in scale)
     if not 1 <= len(scale) <= x.ndim:
@@ -89,11 +90,11 @@ def upsample_linear(
     if (scale is None) == (size is None):
         raise ValueError("upsample_linear: give exactly one of `scale` or `size=`")
     if size is None:
-        scales = (scale,) * n if isinstance(scale, int | float) else tuple(scale)
+        scales = (scale,) * n if isinstance(scale, Real) else tuple(scale)
         if len(scales) != n:
             raise ValueError(f"The scale argument should have length {n}, but it has length {len(scales)}.")
         size = tuple(math.floor(s * i) for s, i in zip(scales, x.shape, strict=False))
-    size = (size,) if isinstance(size, int) else tuple(size)
+    size = (int(size),) if isinstance(size, Integral) else tuple(int(s) for s in size)
     if len(size) != n:
         raise ValueError(f"The size argument should have length {n}, but it has length {len(size)}.")
     out_dtype = x.dtype

@@ -1,0 +1,370 @@
+"""Convolution layers: Flux's `src/layers/conv.jl` (`Conv`, `ConvTranspose`, `CrossCor`, `DepthwiseConv`,
+`SamePad`), in Flux's layout.
+
+Inputs are `(spatial..., C, N)` (WHCN for images); weights are `(k..., cin ÷ groups, cout)` (for
+`ConvTranspose`, `(k..., cout ÷ groups, cin)`). `Conv` is true convolution (the kernel is flipped, as
+NNlib's `conv`); `CrossCor` is not flipped. `pad` is an int, an N-tuple, a 2N-tuple `(lo1, hi1, ...)` in
+Flux's dim order, or `SamePad()`, which puts the odd extra pixel at the start.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+
+from .._checks import match_eltype
+from ..errors import DimensionMismatch, describe
+from ..functors import is_array, layer
+from ..init import create_bias, glorot_uniform
+from ..nnlib.conv import conv, conv_transpose, crosscor, expand, same_pad
+from .basic import act_name, identity
+
+PadSpec = Any  # int | tuple[int, ...] | SamePad
+
+
+class SamePad:
+    """Padding such that the output size is `cld(n, stride)` (`n * stride` for `ConvTranspose`).
+
+    Total padding `(k-1)*dilation` per dim, split `lo = cld(t, 2)`, `hi = fld(t, 2)`: the odd extra
+    pixel goes at the *start* (JAX's `"SAME"` puts it at the end).
+
+    ```python
+    >>> Conv((2, 2), (3, 7), pad=SamePad())
+    Conv((2, 2), 3 => 7, pad=(1, 0, 1, 0))  # 91 parameters
+    ```
+    """
+
+    def __repr__(self) -> str:
+        return "SamePad()"
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, SamePad)
+
+    def __hash__(self) -> int:
+        return hash(SamePad)
+
+
+def _is_samepad(pad) -> bool:
+    return isinstance(pad, SamePad) or pad is SamePad
+
+
+def calc_padding(pad: PadSpec, k: Sequence[int], dilation: Sequence[int]) -> tuple[int, ...]:
+    """Flux's `calc_padding`: an int becomes a 2N-tuple, a tuple is kept (N or 2N entries), and
+    `SamePad()` becomes `(cld(t,2), fld(t,2), ...)` with `t = (k-1)*dilation`."""
+    n = len(k)
+    if _is_samepad(pad):
+        return same_pad(tuple(k), tuple(dilation))
+    if _is_int(pad):
+        return (int(pad),) * (2 * n)
+    if isinstance(pad, (tuple, list)) and len(pad) in (n, 2 * n):
+        return tuple(int(p) for p in pad)
+    raise ValueError(f"pad must be an int, a {n}-tuple, a {2 * n}-tuple or SamePad(), got {pad!r}")
+
+
+def _maybetuple_string(t: tuple) -> str:
+    return str(t[0]) if all(v == t[0] for v in t) else str(t)
+
+
+def _kernel_tuple(k, name: str) -> tuple[int, ...]:
+    if not isinstance(k, (tuple, list)) or not k:
+        raise TypeError(f"{name}: the kernel size must be a tuple of ints such as (3, 3) or (3,), got {k!r}")
+    k = tuple(int(v) for v in k)
+    if any(v <= 0 for v in k):
+        raise ValueError(f"{name}: kernel sizes must be positive, got {k}")
+    return k
+
+
+def _channels(ch, rest: tuple, name: str) -> tuple[int, int, tuple]:
+    """`(cin, cout)` from `(cin, cout), σ` or `cin, cout, σ` (the tuple is Flux's `cin => cout`)."""
+    if isinstance(ch, (tuple, list)) and len(ch) == 2:
+        cin, cout = ch
+    elif _is_int(ch) and rest and _is_int(rest[0]):
+        cin, cout, rest = ch, rest[0], rest[1:]
+    else:
+        raise TypeError(f"{name}: channels must be given as (cin, cout), got {ch!r}")
+    if not (_is_int(cin) and _is_int(cout)) or cin <= 0 or cout <= 0:
+        raise ValueError(f"{name}: channel counts must be positive integers, got {(cin, cout)}")
+    return int(cin), int(cout), rest
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+def _filter(init: Callable, shape: tuple[int, ...], rng) -> Any:
+    """`init(shape...)` checked to have that shape (Flux's `_sizecheck`)."""
+    w = init(*shape, rng=rng) if rng is not None else init(*shape)
+    w = jnp.asarray(w)
+    if tuple(w.shape) != shape:
+        raise DimensionMismatch(f"Weight shape mismatch: expected {shape}, got {tuple(w.shape)}")
+    return w
+
+
+def _bias(weight, bias, n: int):
+    try:
+        return create_bias(weight, bias, n)
+    except ValueError as e:
+        raise DimensionMismatch(str(e)) from None
+
+
+def _split_args(b, c, bias, name: str) -> tuple[Any, Callable | None]:
+    """`(bias, σ)` of the array form `L(w, [bias, σ])`; a callable second argument is σ, and the
+    `bias=` keyword is used when no bias is given positionally."""
+    if callable(b) and not is_array(b):
+        b, c = None, b
+    if c is not None and not callable(c):
+        raise TypeError(f"{name}(weight, bias, σ): σ must be callable, got {c!r}")
+    return (bias if b is None else b), c
+
+
+def _as_array(x):
+    return x if hasattr(x, "shape") and hasattr(x, "dtype") else jnp.asarray(x)
+
+
+def _conv_size_check(lay, x, cin: int) -> None:
+    nd = lay.weight.ndim
+    if x.ndim != nd:
+        raise DimensionMismatch(f"layer {lay._show()} expects ndims(input) == {nd}, but got {describe(x)}")
+    if x.shape[-2] != cin:
+        raise DimensionMismatch(f"layer {lay._show()} expects size(input, {nd - 1}) == {cin}, but got {describe(x)}")
+
+
+def _call_dilation(lay) -> tuple[int, ...]:
+    """The dilation passed to NNlib: a size-1 kernel dim ignores it (Flux allows `dilation=0` there)."""
+    k = lay.weight.shape[:-2]
+    return tuple(d if kk > 1 else 1 for d, kk in zip(lay.dilation, k))
+
+
+def _bias_act(sigma: Callable, y, bias):
+    if bias is not False:
+        y = y + bias.reshape((1,) * (y.ndim - 2) + (-1, 1))
+    return y if sigma is identity else sigma(y)
+
+
+def _conv_opts(lay) -> str:
+    s = ""
+    if lay.sigma is not identity:
+        s += f", {act_name(lay.sigma)}"
+    if any(p != 0 for p in lay.pad):
+        s += f", pad={_maybetuple_string(lay.pad)}"
+    if any(v != 1 for v in lay.stride):
+        s += f", stride={_maybetuple_string(lay.stride)}"
+    if any(v != 1 for v in lay.dilation):
+        s += f", dilation={_maybetuple_string(lay.dilation)}"
+    if getattr(lay, "groups", 1) != 1:
+        s += f", groups={lay.groups}"
+    if lay.bias is False:
+        s += ", bias=false"
+    return s
+
+
+def _kernel_str(w) -> str:
+    return str(tuple(int(v) for v in w.shape[:-2]))
+
+
+@layer
+class Conv:
+    """Convolution `y = σ.(conv(x, weight) .+ bias)`, true convolution (kernel flipped) as NNlib's `conv`.
+
+    `Conv(k, (cin, cout), σ=identity; stride=1, pad=0, dilation=1, groups=1, bias=True,
+    init=glorot_uniform)` builds a weight `(k..., cin ÷ groups, cout)`; `Conv(weight, bias=True, σ;
+    stride, pad, dilation, groups)` wraps an existing one. Input `(spatial..., cin, N)` with
+    `len(k)` spatial dims; output `(fld(n + lo + hi - (k-1)*d - 1, s) + 1..., cout, N)`.
+
+    ```python
+    >>> Conv((5, 5), (3, 7), relu)(jnp.ones((100, 100, 3, 50))).shape
+    (96, 96, 7, 50)
+    ```
+    """
+
+    def __init__(
+        self, a, b=None, c=None, d=None, *, stride=1, pad: PadSpec = 0, dilation=1, groups: int = 1,
+        bias=True, init: Callable = glorot_uniform, rng=None,
+    ):
+        if is_array(a):
+            weight = jnp.asarray(a)
+            bias_arg, sigma = _split_args(b, c, bias, "Conv")
+        else:
+            k = _kernel_tuple(a, "Conv")
+            cin, cout, rest = _channels(b, (c, d) if d is not None else (c,), "Conv")
+            sigma = rest[0] if rest else None
+            if cin % groups:
+                raise ValueError(f"Conv: input channel dimension {cin} must be divisible by groups={groups}")
+            if cout % groups:
+                raise ValueError(f"Conv: output channel dimension {cout} must be divisible by groups={groups}")
+            weight = _filter(init, (*k, cin // groups, cout), rng)
+            bias_arg = bias
+        if weight.ndim < 3:
+            raise ValueError(f"Conv: weight must have shape (k..., cin ÷ groups, cout), got {weight.shape}")
+        if not isinstance(groups, int) or groups < 1 or weight.shape[-1] % groups:
+            raise ValueError(f"Conv: output channel dimension {weight.shape[-1]} must be divisible by groups={groups}")
+        n = weight.ndim - 2
+        self.sigma = identity if sigma is None else sigma
+        self.weight = weight
+        self.bias = _bias(weight, bias_arg, weight.shape[-1])
+        self.stride = expand(stride, n, "stride")
+        self.dilation = expand(dilation, n, "dilation")
+        self.pad = calc_padding(pad, weight.shape[:n], self.dilation)
+        self.groups = int(groups)
+
+    def __call__(self, x):
+        x = _as_array(x)
+        _conv_size_check(self, x, self.weight.shape[-2] * self.groups)
+        x = match_eltype(self, x, self.weight.dtype)
+        y = conv(x, self.weight, stride=self.stride, pad=self.pad, dilation=_call_dilation(self), groups=self.groups)
+        return _bias_act(self.sigma, y, self.bias)
+
+    def _show(self) -> str:
+        w = self.weight
+        return f"Conv({_kernel_str(w)}, {w.shape[-2] * self.groups} => {w.shape[-1]}{_conv_opts(self)})"
+
+
+@layer
+class ConvTranspose:
+    """Transposed convolution (NNlib's `∇conv_data`, the adjoint of `Conv`), which upsamples.
+
+    `ConvTranspose(k, (cin, cout), σ=identity; stride=1, pad=0, outpad=0, dilation=1, groups=1,
+    bias=True, init=glorot_uniform)` builds a weight `(k..., cout ÷ groups, cin)`; `ConvTranspose(weight,
+    bias=True, σ; ...)` wraps one. Output spatial size `(n-1)*s + 1 + (k-1)*d - (lo+hi) + outpad`;
+    `pad=SamePad()` gives `n * stride`.
+
+    ```python
+    >>> ConvTranspose((5, 5), (3, 7), stride=2)(jnp.ones((100, 100, 3, 50))).shape
+    (203, 203, 7, 50)
+    ```
+    """
+
+    def __init__(
+        self, a, b=None, c=None, d=None, *, stride=1, pad: PadSpec = 0, outpad=0, dilation=1, groups: int = 1,
+        bias=True, init: Callable = glorot_uniform, rng=None,
+    ):
+        if is_array(a):
+            weight = jnp.asarray(a)
+            bias_arg, sigma = _split_args(b, c, bias, "ConvTranspose")
+        else:
+            k = _kernel_tuple(a, "ConvTranspose")
+            cin, cout, rest = _channels(b, (c, d) if d is not None else (c,), "ConvTranspose")
+            sigma = rest[0] if rest else None
+            if cin % groups or cout % groups:
+                raise ValueError(f"ConvTranspose: channels {cin} => {cout} must be divisible by groups={groups}")
+            weight = _filter(init, (*k, cout // groups, cin), rng)
+            bias_arg = bias
+        if weight.ndim < 3:
+            raise ValueError(f"ConvTranspose: weight must have shape (k..., cout ÷ groups, cin), got {weight.shape}")
+        if not isinstance(groups, int) or groups < 1 or weight.shape[-1] % groups:
+            raise ValueError(f"ConvTranspose: input channel dimension {weight.shape[-1]} must be divisible by groups={groups}")
+        n = weight.ndim - 2
+        self.sigma = identity if sigma is None else sigma
+        self.weight = weight
+        self.bias = _bias(weight, bias_arg, weight.shape[-2] * groups)
+        self.stride = expand(stride, n, "stride")
+        self.dilation = expand(dilation, n, "dilation")
+        k_pad = weight.shape[:n]
+        if _is_samepad(pad):  # Flux: SamePad for the kernel k - stride + 1, giving n * stride
+            k_pad = tuple(kk - s + 1 for kk, s in zip(k_pad, self.stride))
+        self.pad = calc_padding(pad, k_pad, self.dilation)
+        self.outpad = expand(outpad, n, "outpad")
+        self.groups = int(groups)
+
+    def __call__(self, x):
+        x = _as_array(x)
+        _conv_size_check(self, x, self.weight.shape[-1])
+        x = match_eltype(self, x, self.weight.dtype)
+        y = conv_transpose(
+            x, self.weight, stride=self.stride, pad=self.pad, dilation=_call_dilation(self), groups=self.groups,
+            outpad=self.outpad,
+        )
+        return _bias_act(self.sigma, y, self.bias)
+
+    def _show(self) -> str:
+        w = self.weight
+        s = f"ConvTranspose({_kernel_str(w)}, {w.shape[-1]} => {w.shape[-2] * self.groups}{_conv_opts(self)}"
+        if any(o != 0 for o in self.outpad):
+            s += f", outpad={self.outpad}"
+        return s + ")"
+
+
+@layer
+class CrossCor:
+    """Cross-correlation layer: as `Conv` but the kernel is *not* flipped, and no `groups`.
+
+    `CrossCor(k, (cin, cout), σ=identity; stride=1, pad=0, dilation=1, bias=True, init=glorot_uniform)`
+    or `CrossCor(weight, bias=True, σ; stride, pad, dilation)`; weight `(k..., cin, cout)`.
+    `CrossCor(w[::-1, ::-1])(x) ≈ Conv(w)(x)`.
+
+    ```python
+    >>> CrossCor((5, 5), (3, 6), relu, bias=False)(jnp.ones((100, 100, 3, 50))).shape
+    (96, 96, 6, 50)
+    ```
+    """
+
+    def __init__(
+        self, a, b=None, c=None, d=None, *, stride=1, pad: PadSpec = 0, dilation=1, bias=True,
+        init: Callable = glorot_uniform, rng=None,
+    ):
+        if is_array(a):
+            weight = jnp.asarray(a)
+            bias_arg, sigma = _split_args(b, c, bias, "CrossCor")
+        else:
+            k = _kernel_tuple(a, "CrossCor")
+            cin, cout, rest = _channels(b, (c, d) if d is not None else (c,), "CrossCor")
+            sigma = rest[0] if rest else None
+            weight = _filter(init, (*k, cin, cout), rng)
+            bias_arg = bias
+        if weight.ndim < 3:
+            raise ValueError(f"CrossCor: weight must have shape (k..., cin, cout), got {weight.shape}")
+        n = weight.ndim - 2
+        self.sigma = identity if sigma is None else sigma
+        self.weight = weight
+        self.bias = _bias(weight, bias_arg, weight.shape[-1])
+        self.stride = expand(stride, n, "stride")
+        self.dilation = expand(dilation, n, "dilation")
+        self.pad = calc_padding(pad, weight.shape[:n], self.dilation)
+
+    def __call__(self, x):
+        x = _as_array(x)
+        _conv_size_check(self, x, self.weight.shape[-2])
+        x = match_eltype(self, x, self.weight.dtype)
+        y = crosscor(x, self.weight, stride=self.stride, pad=self.pad, dilation=_call_dilation(self))
+        return _bias_act(self.sigma, y, self.bias)
+
+    def _show(self) -> str:
+        w = self.weight
+        return f"CrossCor({_kernel_str(w)}, {w.shape[-2]} => {w.shape[-1]}{_conv_opts(self)})"
+
+
+def DepthwiseConv(
+    a, b=None, c=None, d=None, *, stride=1, pad: PadSpec = 0, dilation=1, bias=True,
+    init: Callable = glorot_uniform, rng=None,
+) -> Conv:
+    """Depthwise convolution: a `Conv` with `groups = cin` (exactly what Flux returns).
+
+    `DepthwiseConv(k, (cin, cout), σ=identity; stride, pad, dilation, bias, init)`, `cout` a multiple of
+    `cin`, gives `Conv` with weight `(k..., 1, cout)`. `DepthwiseConv(weight, bias=True, σ; ...)` takes
+    `weight` of shape `(k..., a, b)` and, as Flux, reshapes it (column-major) to `(k..., 1, a*b)` with
+    `groups = a`.
+
+    ```python
+    >>> DepthwiseConv((5, 5), (3, 6), relu, bias=False)
+    Conv((5, 5), 3 => 6, relu, groups=3, bias=false)  # 150 parameters
+    ```
+    """
+    if is_array(a):
+        w = jnp.asarray(a)
+        if w.ndim < 3:
+            raise ValueError(f"DepthwiseConv: weight must have at least 3 dims, got {w.shape}")
+        groups = w.shape[-2]
+        w2 = jnp.reshape(w, (*w.shape[:-2], 1, w.shape[-2] * w.shape[-1]), order="F")
+        return Conv(w2, b, c, stride=stride, pad=pad, dilation=dilation, groups=groups, bias=bias)
+    cin, cout, rest = _channels(b, (c, d) if d is not None else (c,), "DepthwiseConv")
+    if cout % cin:
+        raise ValueError(f"DepthwiseConv: output channels {cout} must be a multiple of input channels {cin}")
+    sigma = rest[0] if rest else None
+    return Conv(a, (cin, cout), sigma, stride=stride, pad=pad, dilation=dilation, groups=cin, bias=bias,
+                init=init, rng=rng)
+
+
+__all__ = ["Conv", "ConvTranspose", "CrossCor", "DepthwiseConv", "SamePad", "calc_padding"]

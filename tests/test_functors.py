@@ -1,0 +1,256 @@
+"""The layer system: @layer, pytree registration, fmap (Functors.jl/test/basics.jl), trainable,
+children, modules, and a user-defined layer working everywhere with no further code.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import fluxjax
+from fluxjax import Chain, Dense, children, fmap, gradient, layer, modules, params, trainable
+
+
+def close(a, b, rtol=1e-6, atol=1e-6):
+    np.testing.assert_allclose(np.asarray(a, np.float64), np.asarray(b, np.float64), rtol=rtol, atol=atol)
+
+
+@layer
+class Foo:
+    def __init__(self, x, y):
+        self.x, self.y = x, y
+
+
+@layer
+class Bar:
+    def __init__(self, x):
+        self.x = x
+
+
+@layer
+class Affine:
+    """A user layer: plain __init__ and __call__, nothing else."""
+
+    def __init__(self, n_in, n_out):
+        self.W = jnp.asarray(np.arange(n_out * n_in).reshape(n_out, n_in) / 10.0 - 0.2, jnp.float32)
+        self.b = jnp.asarray(np.linspace(-0.1, 0.1, n_out), jnp.float32)
+        self.act = jnp.tanh
+        self.n_out = n_out
+
+    def __call__(self, x):
+        return self.act(self.W @ x + self.b[:, None])
+
+
+@layer(trainable=("W",))
+class FrozenBias:
+    def __init__(self, W, b):
+        self.W, self.b = W, b
+
+    def __call__(self, x):
+        return self.W @ x + self.b
+
+
+def np_affine(a, x):
+    return np.tanh(np.asarray(a.W, np.float64) @ x + np.asarray(a.b, np.float64)[:, None])
+
+
+# ----------------------------------------------------------------------------------------------
+# fmap (Functors.jl/test/basics.jl)
+
+
+def test_fmap_nested():
+    # Functors.jl/test/basics.jl:39-45  model = Bar(Foo(1, [1, 2, 3])); fmap(float, model):
+    #   values equal, the array becomes Float
+    model = Bar(Foo(1, np.array([1, 2, 3])))
+    m2 = fmap(lambda a: np.asarray(a, np.float64), model)
+    assert type(m2) is Bar and type(m2.x) is Foo
+    assert m2.x.x == 1
+    assert m2.x.y.dtype == np.float64 and np.array_equal(m2.x.y, [1, 2, 3])
+    assert model.x.y.dtype != np.float64  # the original is untouched
+
+
+def test_fmap_sharing():
+    # Functors.jl/test/basics.jl:70-77  shared = [1,2,3]; m1 = Foo(shared, Foo([1,2,3], Foo(shared, [1,2,3])));
+    #   m1f = fmap(float, m1); m1f.x === m1f.y.y.x; m1f.x !== m1f.y.x
+    shared = jnp.array([1, 2, 3])
+    m1 = Foo(shared, Foo(jnp.array([1, 2, 3]), Foo(shared, jnp.array([1, 2, 3]))))
+    m1f = fmap(lambda a: a.astype(jnp.float32), m1)
+    assert m1f.x is m1f.y.y.x
+    assert m1f.x is not m1f.y.x
+    assert m1f.x.dtype == jnp.float32
+    # Functors.jl/test/basics.jl:83-87  m2 = Foo(Foo(shared, 4), Foo(shared, 4)); m2f.x.x === m2f.y.x
+    m2 = Foo(Foo(shared, 4), Foo(shared, 4))
+    m2f = fmap(lambda a: a.astype(jnp.float32), m2)
+    assert m2f.x.x is m2f.y.x
+    assert m2f.x.y == 4
+
+
+def test_fmap_exclude():
+    # Functors.jl/test/basics.jl:47-60  fmap(f, x; exclude = x -> x isa AbstractArray) == x with f = identity on arrays
+    x = (jnp.array([1.0, 2.0]), jnp.array([3.0]))
+    out = fmap(lambda a: a, x)
+    assert out[0] is x[0] and out[1] is x[1]
+    # exclude marks other leaves: a whole Dense handed to f
+    m = Chain(Dense(2, 2), Dense(2, 1))
+    seen = []
+    fmap(lambda d: seen.append(d) or d, m, exclude=lambda v: isinstance(v, Dense))
+    assert seen == [m[0], m[1]]
+
+
+def test_fmap_f32_keeps_ties_and_config():
+    d = Dense(np.ones((2, 2)), np.zeros(2), jnp.tanh)  # Float64 arrays in
+    tied = Chain(d, d)
+    f32 = lambda a: jnp.asarray(a, jnp.float32) if np.issubdtype(a.dtype, np.floating) else a
+    t32 = fmap(f32, tied)
+    assert t32[0] is t32[1]  # a tied layer stays tied
+    assert t32[0].weight.dtype == jnp.float32 and t32[0].sigma is jnp.tanh
+    W = jnp.ones((2, 2))
+    shared = Chain(Dense(W, False), Dense(W, jnp.zeros(2)))
+    assert shared[0].weight is shared[1].weight
+    f16 = lambda a: a.astype(jnp.float16)
+    s16 = fmap(f16, shared)
+    assert s16[0].weight is s16[1].weight  # a shared array stays shared
+    assert s16[0].weight.dtype == jnp.float16 and s16[0].bias is False
+    assert len(params(s16)) == 2
+    # integer arrays pass through untouched (Flux.jl/test/utils.jl:300  f32(i64) === i64)
+    ints = Foo(jnp.array([1, 2]), jnp.ones(2, jnp.float16))
+    i32 = fmap(f32, ints)
+    assert i32.x is ints.x and i32.y.dtype == jnp.float32
+
+
+def test_fmap_preserves_named_chain():
+    # Flux.jl/test/layers/basic.jl:26  m == fmap(identity, m)  (does not forget names)
+    m = Chain(first=Dense(3, 2), second=Dense(2, 1))
+    m2 = fmap(lambda a: a, m)
+    assert list(m2.layers) == ["first", "second"]
+    assert m2.first.weight is m.first.weight and m2 is not m
+
+
+# ----------------------------------------------------------------------------------------------
+# trainable / children / modules
+
+
+def test_trainable_and_children_of_dense():
+    d = Dense(2, 3)
+    assert list(trainable(d)) == ["weight", "bias"] and trainable(d)["weight"] is d.weight
+    assert list(children(d)) == ["weight", "bias"]
+    nb = Dense(2, 3, bias=False)
+    assert list(trainable(nb)) == ["weight"]
+    assert list(children(Chain(d, nb))) == ["layers"]
+    assert trainable(3.0) == {} and children(jnp.ones(2)) == {}
+
+
+def test_user_trainable_subset():
+    fb = FrozenBias(jnp.array([[1.0, 2.0]]), jnp.array([0.5]))
+    assert list(trainable(fb)) == ["W"]
+    assert list(children(fb)) == ["W", "b"]
+    ps = params(fb)
+    assert len(ps) == 1 and ps[0] is fb.W
+    (g,) = gradient(lambda m: jnp.sum(m(jnp.array([1.0, 1.0]))), fb)
+    close(g.W, [[1.0, 1.0]])
+    assert g.b is None  # not trainable: not differentiated (Zygote would differentiate it)
+
+
+def test_state_fields():
+    @layer(state=("running",))
+    class WithState:
+        def __init__(self):
+            self.W = jnp.ones((2, 2))
+            self.running = jnp.zeros(2)
+            self.k = 3
+
+        def __call__(self, x):
+            return self.W @ x + self.running
+
+    s = WithState()
+    assert list(trainable(s)) == ["W"] and list(children(s)) == ["W", "running"]
+    assert len(params(s)) == 1
+    (g,) = gradient(lambda s: jnp.sum(s(jnp.ones(2))), s)
+    close(g.W, np.ones((2, 2)))
+    assert g.running is None and g.k is None
+    _, state, _ = fluxjax.functional(s)
+    assert list(state) == ["running"]
+
+
+def test_modules():
+    inner = Chain(Dense(2, 2), Dense(2, 2))
+    d = Dense(2, 1)
+    m = Chain(inner, d, inner)
+    mods = modules(m)
+    assert mods[0] is m and mods[1] is inner and mods[2] is inner[0] and mods[3] is inner[1] and mods[4] is d
+    assert len(mods) == 5  # each layer once
+
+
+def test_layer_subclass_decorated_again():
+    @layer(trainable=("W",))
+    class Frozen2(Affine):
+        pass
+
+    a = Frozen2(2, 3)
+    assert list(trainable(a)) == ["W"] and len(params(a)) == 1
+    assert isinstance(a, Affine)
+    assert jax.tree_util.tree_leaves(a)[0] is a.W
+
+
+# ----------------------------------------------------------------------------------------------
+# pytree registration
+
+
+def test_pytree_leaves_static_and_keys():
+    d = Dense(2, 3, jnp.tanh)
+    leaves, treedef = jax.tree_util.tree_flatten(d)
+    assert leaves[0] is d.weight and leaves[1] is d.bias and len(leaves) == 2
+    rebuilt = jax.tree_util.tree_unflatten(treedef, [jnp.zeros((3, 2)), jnp.ones(3)])
+    assert type(rebuilt) is Dense and rebuilt.sigma is jnp.tanh
+    close(rebuilt(jnp.array([1.0, 2.0])), np.tanh(np.ones(3)))
+    m = Chain(Dense(2, 2), Dense(2, 1, bias=False))
+    paths = [jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(m)[0]]
+    assert paths == [".layers[0].weight", ".layers[0].bias", ".layers[1].weight"]
+    z = jax.tree.map(jnp.zeros_like, m)
+    assert type(z) is Chain and z[1].bias is False and np.all(np.asarray(z(jnp.ones(2))) == 0)
+    # different static config, different treedef
+    assert jax.tree_util.tree_structure(Dense(2, 2)) != jax.tree_util.tree_structure(Dense(2, 2, jnp.tanh))
+
+
+# ----------------------------------------------------------------------------------------------
+# A user-defined layer works with gradient, params, jit, fmap and printing, with no further code
+
+
+def test_user_layer_everywhere(seeded, untouched):
+    a = Affine(2, 3)
+    x = jnp.array([[0.5, -1.0], [0.25, 2.0]])
+    xn = np.asarray(x, np.float64)
+    close(a(x), np_affine(a, xn), rtol=1e-5)
+    check = untouched(a)
+    # gradient vs finite differences of a float64 NumPy version
+    (g,) = gradient(lambda a: jnp.sum(a(x) ** 2), a)
+    assert g.act is None and g.n_out is None
+    h = 1e-6
+    W = np.asarray(a.W, np.float64)
+    b = np.asarray(a.b, np.float64)
+    f = lambda W, b: np.sum(np.tanh(W @ xn + b[:, None]) ** 2)
+    fdW = np.zeros_like(W)
+    for i in np.ndindex(W.shape):
+        e = np.zeros_like(W)
+        e[i] = h
+        fdW[i] = (f(W + e, b) - f(W - e, b)) / (2 * h)
+    close(g.W, fdW, rtol=1e-4, atol=1e-5)
+    # params and implicit gradient
+    ps = params(a)
+    assert len(ps) == 2 and ps[0] is a.W and ps[1] is a.b
+    gs = gradient(lambda: jnp.sum(a(x) ** 2), ps)
+    close(gs[a.W], g.W)
+    # fluxjax.jit and jax.jit
+    close(fluxjax.jit(lambda a, x: a(x))(a, x), a(x), rtol=1e-6)
+    close(jax.jit(lambda a, x: a(x))(a, x), a(x), rtol=1e-6)
+    # fmap
+    a2 = fmap(lambda v: 2 * v, a)
+    assert type(a2) is Affine and a2.act is jnp.tanh and a2.n_out == 3
+    close(a2.W, 2 * np.asarray(a.W))
+    # printing
+    assert repr(a).startswith("Affine(W=float32[3, 2], b=float32[3], act=tanh, n_out=3) ")
+    assert repr(a).endswith("# 9 parameters")
+    # inside a Chain
+    c = Chain(a, Dense(3, 1))
+    (gc,) = gradient(lambda c: jnp.sum(c(x)), c)
+    assert gc.layers[0].W.shape == (3, 2) and gc.layers[0].act is None
+    check()
