@@ -16,6 +16,12 @@ from .data import onecold as onecold
 from .data import onehot as onehot
 from .data import onehotbatch as onehotbatch
 
+# Precision and devices
+from .devices import cpu as cpu
+from .devices import f32 as f32
+from .devices import f64 as f64
+from .devices import gpu as gpu
+
 # Errors
 from .errors import DimensionMismatch as DimensionMismatch
 from .functors import children as children

@@ -5,6 +5,7 @@ children, modules, and a user-defined layer working everywhere with no further c
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 import fluxjax
 from fluxjax import Chain, Dense, children, fmap, gradient, layer, modules, params, trainable
@@ -254,3 +255,24 @@ def test_user_layer_everywhere(seeded, untouched):
     (gc,) = gradient(lambda c: jnp.sum(c(x)), c)
     assert gc.layers[0].W.shape == (3, 2) and gc.layers[0].act is None
     check()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="Python number fields of a layer are static configuration (part of the treedef), so they get no "
+    "gradient; Zygote differentiates a Float64 field of a struct",
+)
+def test_python_float_field_gradient():
+    # Zygote.jl/test/features.jl:323 (fields of structs get gradients): gradient(x -> [x][1].a, Bar(1, 1)) == ((a=1, b=nothing),)
+    @layer
+    class Scale1:
+        def __init__(self):
+            self.s = 2.0
+            self.W = jnp.ones(2)
+
+        def __call__(self, x):
+            return self.s * jnp.sum(self.W * x)
+
+    (g,) = gradient(lambda a: a(jnp.ones(2)), Scale1())
+    close(g.W, [2.0, 2.0])
+    close(g.s, 2.0)

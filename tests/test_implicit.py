@@ -184,6 +184,10 @@ def test_grads_copy_and_back_nothing():
     assert g4[w] is None
     assert list(g3.copy()) == list(g3)
     close(back(3.0)[w], 3 * x1)
+    m = Chain(Dense(2, 2), Dense(2, 1))
+    _, back = pullback(lambda: jnp.sum(m(x1)), params(m))
+    gn = back(None)
+    assert len(gn) == 4 and all(g is None for g in gn)
 
 
 def test_grads_map():
@@ -328,8 +332,8 @@ def test_broadcast_with_bool_false():
     for op in (jnp.add, jnp.subtract, jnp.multiply):
         for bool_ in (True, False):
             z = jnp.full((2, 3), float(bool_))
-            gi = gradient(lambda: jnp.sum(op(r, z)), Params([r]))[r]
-            ge = gradient(lambda r: jnp.sum(op(r, z)), r)[0]
+            gi = gradient(lambda op=op, z=z: jnp.sum(op(r, z)), Params([r]))[r]
+            ge = gradient(lambda r, op=op, z=z: jnp.sum(op(r, z)), r)[0]
             close(gi, ge)
 
 

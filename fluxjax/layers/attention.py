@@ -13,7 +13,8 @@ from ..functors import layer
 from ..init import glorot_uniform
 from ..nnlib.attention import dot_product_attention
 from ..random import resolve_key
-from .basic import Dense, identity
+from .basic import Dense
+from .normalise import Dropout
 
 __all__ = ["MultiHeadAttention"]
 
@@ -67,8 +68,8 @@ class MultiHeadAttention:
 
     `qk` and `v` must be divisible by `nheads`. The layer holds `Dense` projections `q_proj`
     (`q_in => qk`), `k_proj` (`k_in => qk`), `v_proj` (`v_in => v`) and `out_proj` (`v => out`), with
-    bias only when `bias=True`. `dropout_prob > 0` is not supported yet (raises `NotImplementedError`);
-    `attn_drop` is the identity.
+    bias only when `bias=True`. `attn_drop` is a `Dropout(dropout_prob)` on the attention scores
+    (active in train mode, as every Dropout).
 
     Forward: `mha(q, k=None, v=None, bias=None, mask=None) -> (y, alpha)` with `q` of size
     `(q_in, q_len, batch)`, `k` `(k_in, kv_len, batch)`, `v` `(v_in, kv_len, batch)`; `mha(q)` is
@@ -104,17 +105,12 @@ class MultiHeadAttention:
             )
         if d["v"] % nheads:
             raise ValueError(f"MultiHeadAttention: v_dim = {d['v']} should be divisible by nheads = {nheads}")
-        if dropout_prob != 0:
-            raise NotImplementedError(
-                f"MultiHeadAttention: dropout_prob={dropout_prob} is not supported yet (fluxjax has no "
-                "Dropout on the attention scores so far); use dropout_prob=0.0"
-            )
         keys = [None] * 4 if rng is None else list(jax.random.split(resolve_key(rng), 4))
         self.nheads = int(nheads)
         self.q_proj = Dense(d["q_in"], d["qk"], init=init, bias=bias, rng=keys[0])
         self.k_proj = Dense(d["k_in"], d["qk"], init=init, bias=bias, rng=keys[1])
         self.v_proj = Dense(d["v_in"], d["v"], init=init, bias=bias, rng=keys[2])
-        self.attn_drop = identity  # Flux: Dropout(dropout_prob); only p == 0 is supported for now
+        self.attn_drop = Dropout(dropout_prob, rng=rng)
         self.out_proj = Dense(d["v"], d["out"], init=init, bias=bias, rng=keys[3])
 
     def _check(self, x, proj: Dense, name: str):

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import fluxjax
+from fluxjax import trainmode_
 from fluxjax.errors import DimensionMismatch
 from fluxjax.layers.attention import MultiHeadAttention
 from fluxjax.layers.basic import Chain, Dense
@@ -217,8 +218,8 @@ def test_errors():
         MultiHeadAttention((4, (4, 3), 4), nheads=2)
     with pytest.raises(ValueError, match="dims must be"):
         MultiHeadAttention((4, 4))
-    with pytest.raises(NotImplementedError, match="dropout_prob"):
-        MultiHeadAttention(4, nheads=2, dropout_prob=0.1)
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        MultiHeadAttention(4, nheads=2, dropout_prob=1.5)
     m = MultiHeadAttention(4, nheads=2)
     with pytest.raises(DimensionMismatch, match=r"MultiHeadAttention\(4; nheads=2\).*size\(q_in, 1\) == 4.*3×3×5"):
         m(jnp.ones((3, 3, 5)))
@@ -253,3 +254,17 @@ def test_dot_product_attention_nnlib():
         dot_product_attention(q4, q4[:2], v4)
     with pytest.raises(ValueError, match="k and v"):
         dot_product_attention(q4, k4, _f32(6, 3, 2, 1))
+
+
+def test_dropout_on_scores_in_train_mode_only():
+    # Flux: MultiHeadAttention holds Dropout(dropout_prob) applied to the attention scores
+    m = MultiHeadAttention(8, nheads=2, dropout_prob=0.5, rng=0)
+    x = jnp.ones((8, 3, 2))
+    _, a_test = m(x)
+    np.testing.assert_allclose(np.asarray(a_test).sum(axis=0), 1.0, rtol=1e-5)  # test mode: no dropout
+    trainmode_(m)
+    _, a_train = m(x)
+    dropped = np.asarray(a_train) == 0
+    assert 0.2 < dropped.mean() < 0.8
+    kept = ~dropped
+    np.testing.assert_allclose(np.asarray(a_train)[kept], 2 * np.asarray(a_test)[kept], rtol=1e-5)
