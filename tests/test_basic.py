@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from numgrad import fd_grad
 
 import fluxjax
 from fluxjax import Chain, Dense, DimensionMismatch, gradient, hessian, jacobian, params, pullback, withgradient
@@ -21,18 +22,6 @@ def np_dense(W, b, act, x):
     if b is not None:
         y = y + np.asarray(b, np.float64).reshape((-1,) + (1,) * (y.ndim - 1))
     return act(y)
-
-
-def fd_grad(f, x, h=1e-6):
-    """Central finite differences of a scalar float64 function, any shape."""
-    x = np.array(x, np.float64)
-    g = np.zeros_like(x)
-    for i in np.ndindex(x.shape):
-        xp, xm = x.copy(), x.copy()
-        xp[i] += h
-        xm[i] -= h
-        g[i] = (f(xp) - f(xm)) / (2 * h)
-    return g
 
 
 def close(a, b, rtol=1e-4, atol=1e-5):

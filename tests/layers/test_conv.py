@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from numgrad import fd_grad as _fd
 
 import fluxjax
 from fluxjax.errors import DimensionMismatch
@@ -428,19 +429,6 @@ def test_symmetric_nonconstant_padding(L, nd):
 
 # ---------------------------------------------------------------------------------------------
 # Gradients vs central finite differences of the float64 NumPy reference (tiny: 5x5x2x2)
-
-
-def _fd(f, a, eps=1e-6):
-    a = np.array(a, np.float64)
-    g = np.zeros_like(a)
-    for i in np.ndindex(*a.shape):
-        a[i] += eps
-        fp = f(a)
-        a[i] -= 2 * eps
-        fm = f(a)
-        a[i] += eps
-        g[i] = (fp - fm) / (2 * eps)
-    return g
 
 
 @pytest.mark.parametrize(

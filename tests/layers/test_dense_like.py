@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from numgrad import fd_grads as _fd
 
 import fluxjax
 from fluxjax.data import onehot, onehotbatch
@@ -24,22 +25,6 @@ RNG = np.random.default_rng(1)
 
 def abs2(x):  # Julia's abs2, so that printing shows Flux's name
     return x * x
-
-
-def _fd(f, args, eps=1e-6):
-    """Central finite differences of the float64 scalar `f(*args)` w.r.t. every array in `args`."""
-    args = [np.array(a, np.float64) for a in args]
-    out = []
-    for i, a in enumerate(args):
-        g = np.zeros_like(a)
-        for idx in np.ndindex(a.shape):
-            hi = [x.copy() for x in args]
-            lo = [x.copy() for x in args]
-            hi[i][idx] += eps
-            lo[i][idx] -= eps
-            g[idx] = (f(*hi) - f(*lo)) / (2 * eps)
-        out.append(g)
-    return out
 
 
 def _jgrad(f, *args):

@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from numgrad import fd_grad as _fd
 
 import fluxjax
 from fluxjax.errors import DimensionMismatch
@@ -175,19 +176,6 @@ def test_dimension_mismatch():
         AdaptiveMeanPool((5, 5))(jnp.ones((4, 10, 3, 1)))
     with pytest.raises(DimensionMismatch, match="GlobalMaxPool"):
         GlobalMaxPool()(jnp.ones((3, 4)))
-
-
-def _fd(f, a, eps=1e-6):
-    a = np.array(a, np.float64)
-    g = np.zeros_like(a)
-    for i in np.ndindex(*a.shape):
-        a[i] += eps
-        fp = f(a)
-        a[i] -= 2 * eps
-        fm = f(a)
-        a[i] += eps
-        g[i] = (fp - fm) / (2 * eps)
-    return g
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from numgrad import fd_grad as _fd
 
 import fluxjax
 from fluxjax.errors import DimensionMismatch
@@ -166,19 +167,6 @@ def test_outputsize_and_no_params():
     x = _r(3, 4, 8, 1)
     m = Upsample("bilinear", scale=2)
     np.testing.assert_allclose(jax.jit(lambda m, x: m(x))(m, x), m(x), rtol=1e-6)
-
-
-def _fd(f, a, eps=1e-6):
-    a = np.array(a, np.float64)
-    g = np.zeros_like(a)
-    for i in np.ndindex(*a.shape):
-        a[i] += eps
-        fp = f(a)
-        a[i] -= 2 * eps
-        fm = f(a)
-        a[i] += eps
-        g[i] = (fp - fm) / (2 * eps)
-    return g
 
 
 @pytest.mark.parametrize(
