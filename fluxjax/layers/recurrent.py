@@ -597,8 +597,19 @@ def _seq_init(self: Any, name: str, cell_type: type, a: Any, b: Any, c: Any, ret
     self.return_state = bool(return_state)
 
 
+class _CellSequence(_SequenceLayer):
+    """A sequence layer around one built-in cell: printed as the cell, renamed (`LSTM(3 => 5)`)."""
+
+    def _show(self) -> str:
+        cell = self.cell._show()
+        return type(self).__name__ + cell[len(type(self.cell).__name__):]
+
+    def _show_children(self) -> list:
+        return []
+
+
 @layer
-class RNN(_SequenceLayer):
+class RNN(_CellSequence):
     """An `RNNCell` run over a whole sequence: `h_t = σ.(Wi*x_t .+ Wh*h_{t-1} .+ bias)`.
 
     `RNN(in, out, σ=tanh; return_state=False, init_kernel, init_recurrent_kernel, bias, rng)`,
@@ -620,15 +631,9 @@ class RNN(_SequenceLayer):
     ):
         _seq_init(self, "RNN", RNNCell, a, b, c, return_state, cell_kwargs)
 
-    def _show(self) -> str:
-        return f"RNN({self.cell._n_in} => {self.cell._n_out}, {act_name(self.cell.sigma)})"
-
-    def _show_children(self) -> list:
-        return []
-
 
 @layer
-class LSTM(_SequenceLayer):
+class LSTM(_CellSequence):
     """An `LSTMCell` run over a whole sequence; the state is `(h, c)`.
 
     `LSTM(in, out; return_state=False, init_kernel, init_recurrent_kernel, bias, rng)`,
@@ -648,15 +653,9 @@ class LSTM(_SequenceLayer):
     def __init__(self, a: Any, b: Any = None, *, return_state: bool = False, **cell_kwargs: Any):
         _seq_init(self, "LSTM", LSTMCell, a, b, None, return_state, cell_kwargs)
 
-    def _show(self) -> str:
-        return f"LSTM({self.cell._n_in} => {self.cell._n_out})"
-
-    def _show_children(self) -> list:
-        return []
-
 
 @layer
-class GRU(_SequenceLayer):
+class GRU(_CellSequence):
     """A `GRUCell` run over a whole sequence.
 
     `GRU(in, out; return_state=False, init_kernel, init_recurrent_kernel, bias, rng)`,
@@ -673,15 +672,9 @@ class GRU(_SequenceLayer):
     def __init__(self, a: Any, b: Any = None, *, return_state: bool = False, **cell_kwargs: Any):
         _seq_init(self, "GRU", GRUCell, a, b, None, return_state, cell_kwargs)
 
-    def _show(self) -> str:
-        return f"GRU({self.cell._n_in} => {self.cell._n_out})"
-
-    def _show_children(self) -> list:
-        return []
-
 
 @layer
-class GRUv3(_SequenceLayer):
+class GRUv3(_CellSequence):
     """A `GRUv3Cell` run over a whole sequence (a less common variant, not a newer `GRU`).
 
     `GRUv3(in, out; return_state=False, init_kernel, init_recurrent_kernel, bias, rng)`,
@@ -697,12 +690,6 @@ class GRUv3(_SequenceLayer):
 
     def __init__(self, a: Any, b: Any = None, *, return_state: bool = False, **cell_kwargs: Any):
         _seq_init(self, "GRUv3", GRUv3Cell, a, b, None, return_state, cell_kwargs)
-
-    def _show(self) -> str:
-        return f"GRUv3({self.cell._n_in} => {self.cell._n_out})"
-
-    def _show_children(self) -> list:
-        return []
 
 
 @layer
