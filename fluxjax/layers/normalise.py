@@ -35,6 +35,25 @@ def _check_momentum_eps(name, momentum, eps):
         raise ValueError(f"{name}: eps must be positive, got {eps}")
 
 
+def _init_norm(lay, name, chs, sigma, init_beta, init_gamma, affine, track_stats, active, eps, momentum):
+    """The fields BatchNorm and InstanceNorm share, checked; running stats start at μ = 0, σ² = 1."""
+    if not isinstance(chs, int) or chs <= 0:
+        raise ValueError(f"{name}: the number of channels must be a positive integer, got {chs!r}")
+    _check_mode(name, active)
+    _check_momentum_eps(name, momentum, eps)
+    lay.sigma = sigma
+    lay.beta = init_beta(chs) if affine else False
+    lay.gamma = init_gamma(chs) if affine else False
+    lay.mu = zeros32(chs) if track_stats else False
+    lay.sigma2 = ones32(chs) if track_stats else False
+    lay.eps = eps
+    lay.momentum = momentum
+    lay.affine = affine
+    lay.track_stats = track_stats
+    lay.active = active
+    lay.chs = chs
+
+
 def _channels(lay, x, chs):
     if np.ndim(x) < 2 or x.shape[-2] != chs:
         raise DimensionMismatch(
@@ -78,21 +97,7 @@ class BatchNorm:
     def __init__(self, chs: int, sigma: Callable = identity, *, init_beta=zeros32, init_gamma=ones32,
                  affine: bool = True, track_stats: bool = True, active: bool | None = None,
                  eps: float = 1e-5, momentum: float = 0.1):
-        if not isinstance(chs, int) or chs <= 0:
-            raise ValueError(f"BatchNorm: the number of channels must be a positive integer, got {chs!r}")
-        _check_mode("BatchNorm", active)
-        _check_momentum_eps("BatchNorm", momentum, eps)
-        self.sigma = sigma
-        self.beta = init_beta(chs) if affine else False
-        self.gamma = init_gamma(chs) if affine else False
-        self.mu = zeros32(chs) if track_stats else False
-        self.sigma2 = ones32(chs) if track_stats else False
-        self.eps = eps
-        self.momentum = momentum
-        self.affine = affine
-        self.track_stats = track_stats
-        self.active = active
-        self.chs = chs
+        _init_norm(self, "BatchNorm", chs, sigma, init_beta, init_gamma, affine, track_stats, active, eps, momentum)
 
     def __call__(self, x):
         x = match_eltype(self, x)
@@ -143,21 +148,7 @@ class InstanceNorm:
     def __init__(self, chs: int, sigma: Callable = identity, *, init_beta=zeros32, init_gamma=ones32,
                  affine: bool = False, track_stats: bool = False, active: bool | None = None,
                  eps: float = 1e-5, momentum: float = 0.1):
-        if not isinstance(chs, int) or chs <= 0:
-            raise ValueError(f"InstanceNorm: the number of channels must be a positive integer, got {chs!r}")
-        _check_mode("InstanceNorm", active)
-        _check_momentum_eps("InstanceNorm", momentum, eps)
-        self.sigma = sigma
-        self.beta = init_beta(chs) if affine else False
-        self.gamma = init_gamma(chs) if affine else False
-        self.mu = zeros32(chs) if track_stats else False
-        self.sigma2 = ones32(chs) if track_stats else False
-        self.eps = eps
-        self.momentum = momentum
-        self.affine = affine
-        self.track_stats = track_stats
-        self.active = active
-        self.chs = chs
+        _init_norm(self, "InstanceNorm", chs, sigma, init_beta, init_gamma, affine, track_stats, active, eps, momentum)
 
     def __call__(self, x):
         x = match_eltype(self, x)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 import optax
 
@@ -211,25 +212,9 @@ def update(opt_state: Any, model: Any, grads: Any) -> tuple[Any, Any]:
 
 
 def _leaves(tree) -> list[Leaf]:
-    out, seen = [], set()
-
-    def go(v):
-        if isinstance(v, Leaf):
-            if id(v) not in seen:
-                seen.add(id(v))
-                out.append(v)
-        elif isinstance(v, Tangent):
-            for e in v.fields.values():
-                go(e)
-        elif isinstance(v, (list, tuple)):
-            for e in v:
-                go(e)
-        elif isinstance(v, dict):
-            for e in v.values():
-                go(e)
-
-    go(tree)
-    return out
+    """Every `Leaf` under a state tree (or subtree), each once (tied arrays share one)."""
+    found = jax.tree_util.tree_leaves(tree, is_leaf=lambda z: isinstance(z, Leaf))
+    return list({id(v): v for v in found if isinstance(v, Leaf)}.values())
 
 
 def adjust_(opt_state: Any, eta: float | None = None, **kw) -> Any:
