@@ -21,39 +21,27 @@ class NonFiniteLoss(FloatingPointError):
     """The loss was NaN or Inf (Flux's `DomainError`); the step was not applied."""
 
 
-def _call(loss, model, d):
-    return loss(model, *d) if isinstance(d, tuple) else loss(model, d)
-
-
-def _explicit_step(loss, model, opt_state, d, check=None):
-    val, (g,) = withgradient(lambda m: _call(loss, m, d), model)
-    lval = _first(val)
-    if check is not None:
-        check(lval)
-    update_(opt_state, model, g)
-    return lval, jnp.isfinite(lval)
-
-
-def _implicit_step(loss, ps, holder, d, check=None):
+def _step(loss, model, opt, d, check=None):
+    """One step: differentiate, `check` the loss, update. `model` is a model (with its state tree
+    `opt`) or a `Params` (with its `ImplicitState`). Returns `(loss, isfinite(loss))`."""
     args = d if isinstance(d, tuple) else (d,)
-    val, gs = withgradient(lambda: loss(*args), ps)
+    implicit = isinstance(model, Params)
+    if implicit:
+        val, g = withgradient(lambda: loss(*args), model)
+    else:
+        val, (g,) = withgradient(lambda m: loss(m, *args), model)
     lval = _first(val)
     if check is not None:
         check(lval)
-    implicit_update_(holder, ps, gs)
+    (implicit_update_ if implicit else update_)(opt, model, g)
     return lval, jnp.isfinite(lval)
 
 
 @_jit
-def _compiled_explicit(loss, model, opt_state, d):
-    lval, finite = _explicit_step(loss, model, opt_state, d)
-    guard_writes(finite)
-    return lval
-
-
-@_jit
-def _compiled_implicit(loss, ps, sources, holder, d):
-    lval, finite = _implicit_step(loss, ps, holder, d)
+def _compiled(loss, model, sources, opt, d):
+    """`_step` as one XLA program that undoes its writes when the loss is not finite. `sources` are
+    the models behind a `Params`, passed so that their arrays are traced inputs, not constants."""
+    lval, finite = _step(loss, model, opt, d)
     guard_writes(finite)
     return lval
 
@@ -85,14 +73,15 @@ def train_(loss: Callable, model: Any, data: Iterable, opt_state: Any, *, jit: b
     raises `NonFiniteLoss` naming the data index, with the model as it was before that step. A progress
     bar (tqdm, if installed) shows on long loops at a terminal.
     """
-    implicit = isinstance(model, Params)
-    if implicit:
+    sources = None
+    if isinstance(model, Params):
         if not isinstance(opt_state, optax.GradientTransformation):
             raise TypeError("train_(loss, ps, data, rule): implicit mode takes a rule, e.g. Adam()")
-        holder = _implicit_holder(opt_state, model)
-        if jit and not model._sources:
+        opt_state = _implicit_holder(opt_state, model)
+        sources = list(model._sources)
+        if not sources:
             jit = False  # bare-array Params: nothing to pass into a compiled step
-    elif isinstance(opt_state, optax.GradientTransformation) and type(opt_state).__name__ != "Leaf":
+    elif isinstance(opt_state, optax.GradientTransformation):
         warnings.warn(
             "train_ was given a rule, not a state: the optimiser state is discarded afterwards. "
             "Use opt_state = setup(rule, model) and pass opt_state.",
@@ -109,10 +98,7 @@ def train_(loss: Callable, model: Any, data: Iterable, opt_state: Any, *, jit: b
                     "the model is as it was before it."
                 )
 
-        if not jit:
-            step = _implicit_step if implicit else _explicit_step
-            step(loss, model, holder if implicit else opt_state, d, check)
-        elif implicit:
-            check(_compiled_implicit(loss, model, list(model._sources), holder, d))
+        if jit:
+            check(_compiled(loss, model, sources, opt_state, d))
         else:
-            check(_compiled_explicit(loss, model, opt_state, d))
+            _step(loss, model, opt_state, d, check)
