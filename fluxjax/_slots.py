@@ -26,7 +26,7 @@ _OPAQUE = (types.FunctionType, types.BuiltinFunctionType, str, type, functools.p
 def is_visited(v) -> bool:
     """Whether a layer field is walked (arrays, layers, containers) rather than static configuration."""
     t = type(v)
-    return t in _LAYER_TYPES or t is tuple or t is list or t is dict or isinstance(v, (jax.Array, np.ndarray, tuple))
+    return t in _LAYER_TYPES or t is list or t is dict or isinstance(v, (jax.Array, np.ndarray, tuple))
 
 # Leaf roles, as seen by `gradient`.
 PARAM, STATE, OTHER = 0, 1, 2

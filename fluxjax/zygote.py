@@ -83,13 +83,6 @@ jax.tree_util.register_pytree_with_keys(
 )
 
 
-def _none_if_empty(g):
-    """A container field holding no arrays (a stride tuple) has gradient None, as Zygote's `nothing`."""
-    if isinstance(g, (list, tuple, dict)) and all(e is None for e in jax.tree_util.tree_leaves(g)):
-        return None
-    return g
-
-
 def _rebuild(box: list, grads_by_leaf: list) -> tuple:
     """Mirror `walk(box)`: put each leaf's gradient where the leaf was, `Tangent` for layers."""
     it = iter(grads_by_leaf)
@@ -103,7 +96,7 @@ def _rebuild(box: list, grads_by_leaf: list) -> tuple:
             fields: dict[str, Any] = {}
             memo[id(v)] = tan = Tangent(t, fields)
             for name, e in v.__dict__.items():
-                fields[name] = _none_if_empty(build(e, False)) if is_visited(e) else None
+                fields[name] = build(e, False) if is_visited(e) else None
             if all(g is None for g in fields.values()):  # no gradient reached it: Zygote's `nothing`
                 memo[id(v)] = tan = None
             return tan
