@@ -244,3 +244,17 @@ def test_train_mode_under_plain_jax_jit_is_a_clear_error():
     with pytest.raises(RuntimeError, match="fluxjax.jit"):
         jax.jit(lambda x: m(x))(X)
     assert _no_tracers(m)
+
+
+def test_within_gradient():
+    # NNlib.within_gradient: false normally, true inside AD (and so inside train_)
+    seen = []
+
+    def f(x):
+        seen.append(Flux.within_gradient())
+        return jnp.sum(x**2)
+
+    f(jnp.ones(2))
+    Flux.gradient(f, jnp.ones(2))
+    Flux.jit(f)(jnp.ones(2))
+    assert seen == [False, True, False]
