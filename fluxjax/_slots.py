@@ -17,10 +17,15 @@ from typing import Any
 import jax
 import numpy as np
 
-from .functors import _LAYER_TYPES
+from .functors import _LAYER_TYPES, _version
 
 _NUMBER = (int, float, complex, np.number, np.bool_)
 _OPAQUE = (types.FunctionType, types.BuiltinFunctionType, str, type, functools.partial)
+_ARRAY = (jax.Array, np.ndarray)
+
+# Pytree node types (besides layers, lists, tuples and dicts) whose structure changes only through
+# `__setattr__` calls that `bump()` the structure version; `fluxjax.jit` may then reuse a walk.
+SAFE_NODES: set[type] = set()
 
 
 def is_visited(v) -> bool:
@@ -52,6 +57,11 @@ class Slot:
         return self.owner.cell_contents
 
     def set_base(self, value):
+        if not isinstance(value, _ARRAY):
+            _version[0] += 1
+        self._set_base(value)
+
+    def _set_base(self, value):
         if self.attr is True:
             self.owner.__dict__[self.key] = value
         elif self.attr is False:
@@ -60,15 +70,52 @@ class Slot:
             self.owner.cell_contents = value
 
     def get(self):
-        v = self.get_base()
+        a = self.attr
+        v = self.owner.__dict__[self.key] if a is True else self.owner[self.key] if a is False else self.owner.cell_contents
         for p in self.path:
-            v = _index(v, p)
+            v = v[p] if type(p) is int else _index(v, p)
         return v
 
     def set(self, value):
-        if self.path:
-            value = _replace(self.get_base(), self.path, value)
-        self.set_base(value)
+        if not self.path:
+            self.set_base(value)
+            return
+        # Rebuilding the tuples along `path` keeps every other object below the slot, so the
+        # structure is unchanged unless an opaque pytree node on the way is rebuilt by unflattening.
+        if any(isinstance(p, tuple) for p in self.path) or not isinstance(value, _ARRAY):
+            _version[0] += 1
+        self._set_base(_replace(self.get_base(), self.path, value))
+
+
+def set_many(slots: list[Slot], values: dict[int, Any]) -> None:
+    """`slots[i].set(v)` for every `i, v` in `values`, rebuilding each tuple-valued field once."""
+    groups: dict[tuple, list] = {}
+    for i, v in values.items():
+        s = slots[i]
+        if s.path:
+            groups.setdefault((id(s.owner), s.key), [s]).append((s.path, v))
+        else:
+            s.set_base(v)
+    for first, *items in groups.values():
+        if all(type(p) is int for path, _ in items for p in path) and all(isinstance(v, _ARRAY) for _, v in items):
+            first._set_base(_replace_all(first.get_base(), items))
+        else:
+            for path, v in items:
+                Slot(first.owner, first.key, first.attr, path).set(v)
+
+
+def _replace_all(base, items):
+    """`base` with `v` put at each integer `path` of `items`; each tuple on the way is rebuilt once."""
+    new = list(base)
+    nested: dict[int, list] = {}
+    for path, v in items:
+        if len(path) == 1:
+            new[path[0]] = v
+        else:
+            nested.setdefault(path[0], []).append((path[1:], v))
+    for p, sub in nested.items():
+        new[p] = _replace_all(base[p], sub)
+    return type(base)(*new) if hasattr(base, "_fields") else type(base)(new)
 
 
 def _index(v, p):
@@ -93,7 +140,7 @@ def _replace(base, path, value):
 class Walk:
     """Result of `walk`: `leaves`, their `slots`, `roles` (PARAM/STATE/OTHER) and `signature`."""
 
-    __slots__ = ("leaves", "slots", "roles", "signature", "layers", "paths")
+    __slots__ = ("leaves", "slots", "roles", "signature", "layers", "paths", "containers", "reusable", "starts")
 
     def __init__(self, paths):
         self.leaves: list[Any] = []
@@ -101,6 +148,9 @@ class Walk:
         self.roles: list[int] = []
         self.layers: dict[int, int] = {}
         self.paths: list[str] | None = [] if paths else None
+        self.containers: list[list | dict] = []  # every list and dict visited, for `fluxjax.jit`'s reuse check
+        self.reusable = True  # False when an unknown pytree node was visited (it may change unseen)
+        self.starts: list[int] = []  # index of the first leaf of each root item
 
 
 def walk(root: list, paths: bool = False) -> Walk:
@@ -125,6 +175,7 @@ def walk(root: list, paths: bool = False) -> Walk:
         elif v is None:
             sig.append(None)
         elif t is list or t is dict:
+            w.containers.append(v)
             items = v.items() if t is dict else enumerate(v)
             if t is dict:
                 items = sorted(items, key=lambda kv: kv[0])
@@ -153,6 +204,8 @@ def walk(root: list, paths: bool = False) -> Walk:
                 sig.append(("static", _hashable(v)))  # an opaque non-pytree object: static
                 return
             sig.append(treedef)
+            if sub and type(v) not in SAFE_NODES:
+                w.reusable = False
             for i, e in enumerate(sub):
                 if names is not None:
                     ps.append(f"<{i}>")
@@ -183,6 +236,7 @@ def walk(root: list, paths: bool = False) -> Walk:
                 ps.pop()
 
     for i, v in enumerate(root):
+        w.starts.append(len(leaves))
         if names is not None:
             ps.append(str(i))
         visit(root, i, False, (), v, PARAM)

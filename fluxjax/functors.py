@@ -21,6 +21,31 @@ from jax.tree_util import GetAttrKey
 
 _LAYER_TYPES: set[type] = set()
 
+# The structure version: bumped whenever a field of a layer is set or deleted (and by the state thread
+# when it rebinds a slot to something that is not an array). `fluxjax.jit` reuses its walk of the
+# arguments while the version is unchanged. Rebinding an array in place leaves it alone.
+_version = [0]
+
+
+def bump() -> None:
+    """Record that some live model's structure may have changed, so cached walks are redone."""
+    _version[0] += 1
+
+
+def _bumping(cls: type) -> None:
+    """Make `cls`'s `__setattr__`/`__delattr__` bump the structure version after doing their work."""
+    for name in ("__setattr__", "__delattr__"):
+        orig = getattr(cls, name)
+        if getattr(orig, "_fluxjax_bumps", False):
+            continue
+
+        def hook(self, *a, _orig=orig):
+            _orig(self, *a)
+            _version[0] += 1
+
+        hook._fluxjax_bumps = True
+        setattr(cls, name, hook)
+
 
 def is_layer(x: Any) -> bool:
     """True for an instance of a class decorated with `@layer`."""
@@ -162,12 +187,15 @@ def layer(cls=None, *, trainable: tuple[str, ...] | None = None, state: tuple[st
 
             c.__repr__ = layer_repr
         _register(c)
+        _bumping(c)
         orig_init_subclass = c.__dict__.get("__init_subclass__")
 
         def __init_subclass__(sub, **kw):
             if orig_init_subclass is not None:
                 orig_init_subclass.__func__(sub, **kw)
             _register(sub)
+            if "__setattr__" in sub.__dict__ or "__delattr__" in sub.__dict__:
+                _bumping(sub)
             if "__repr__" not in sub.__dict__:
                 from .show import layer_repr
 

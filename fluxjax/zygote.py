@@ -19,8 +19,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._slots import _NUMBER, _OPAQUE, PARAM, Slot, is_visited, walk
-from .functors import _LAYER_TYPES, is_array, is_float_array, is_layer
+from ._slots import _NUMBER, _OPAQUE, PARAM, SAFE_NODES, Slot, is_visited, walk
+from .functors import _LAYER_TYPES, bump, is_array, is_float_array, is_layer
 from .state import Region, commit
 
 # ----------------------------------------------------------------------------------------------
@@ -48,6 +48,7 @@ class Tangent:
 
     def __setattr__(self, name, value):
         self.fields[name] = value
+        bump()
 
     def __eq__(self, other):
         return isinstance(other, Tangent) and self.primal_type is other.primal_type and all(
@@ -81,6 +82,7 @@ jax.tree_util.register_pytree_with_keys(
     lambda aux, ch: Tangent(aux[0], dict(zip(aux[1], ch))),
     lambda t: (list(t.fields.values()), (t.primal_type, tuple(t.fields))),
 )
+SAFE_NODES.add(Tangent)  # its fields change only through __setattr__, which bumps the structure version
 
 
 def _rebuild(box: list, grads_by_leaf: list) -> tuple:

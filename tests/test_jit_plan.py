@@ -1,0 +1,195 @@
+"""`fluxjax.jit` reuses its walk of the arguments between calls (fluxjax/_plan.py): it must notice every
+change that matters (layers replaced, containers edited, mode switched, arrays rebound outside) and
+never write into the wrong object."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import fluxjax as Flux
+import fluxjax.state as state_mod
+from fluxjax.losses import mse
+
+
+@pytest.fixture
+def walks(monkeypatch):
+    """Counts the full walks `fluxjax.jit` makes (the reuse path makes none)."""
+    n = [0]
+    real = state_mod.walk
+
+    def counting(box, *a, **k):
+        n[0] += 1
+        return real(box, *a, **k)
+
+    monkeypatch.setattr(state_mod, "walk", counting)
+    return n
+
+
+@Flux.jit
+def _step(model, opt_state, x, y):
+    loss, (g,) = Flux.withgradient(lambda m: mse(m(x), y), model)
+    Flux.update_(opt_state, model, g)
+    return loss
+
+
+@Flux.jit
+def _forward(model, x):
+    return model(x)
+
+
+def _data(seed=0, n=4):
+    k1, k2 = jax.random.split(jax.random.PRNGKey(seed))
+    return jax.random.normal(k1, (3, n)), jax.random.normal(k2, (2, n))
+
+
+def _eager_step(model, opt_state, x, y):
+    loss, (g,) = Flux.withgradient(lambda m: mse(m(x), y), model)
+    Flux.update_(opt_state, model, g)
+    return loss
+
+
+def _pair():
+    Flux.seed_(1)
+    a = Flux.Chain(Flux.Dense(3, 5, Flux.relu), Flux.Dense(5, 2))
+    b = Flux.fmap(lambda v: v, a)
+    return a, b
+
+
+def _assert_same(m1, m2):
+    for u, v in zip(jax.tree_util.tree_leaves(m1), jax.tree_util.tree_leaves(m2)):
+        np.testing.assert_allclose(np.asarray(u), np.asarray(v), rtol=1e-6, atol=1e-7)
+
+
+def test_warm_calls_reuse_the_walk_and_match_eager(walks):
+    m, ref = _pair()
+    o, oref = Flux.setup(Flux.Adam(0.01), m), Flux.setup(Flux.Adam(0.01), ref)
+    losses = [_step(m, o, *_data(i)) for i in range(5)]
+    assert walks[0] == 1  # new batches every call, one walk in all
+    for i, loss in enumerate(losses):
+        np.testing.assert_allclose(float(loss), float(_eager_step(ref, oref, *_data(i))), rtol=1e-6)
+    _assert_same(m, ref)
+    _assert_same(o, oref)
+
+
+def test_replacing_a_layer_is_seen(walks):
+    m, _ = _pair()
+    x, _ = _data()
+    _forward(m, x)
+    Flux.seed_(5)
+    m.layers = (m.layers[0], Flux.Dense(5, 2, bias=False))
+    np.testing.assert_allclose(np.asarray(_forward(m, x)), np.asarray(m(x)), rtol=1e-6)
+    m[1].weight = jnp.zeros((2, 5))
+    assert float(jnp.abs(_forward(m, x)).max()) == 0.0
+    assert walks[0] == 3
+
+
+def test_editing_a_named_chain_is_seen():
+    Flux.seed_(0)
+    m = Flux.Chain(enc=Flux.Dense(3, 5), dec=Flux.Dense(5, 2))
+    x, _ = _data()
+    _forward(m, x)
+    m.layers["dec"] = Flux.Dense(5, 2, Flux.sigmoid)
+    out = _forward(m, x)
+    assert float(out.min()) > 0  # the new sigmoid layer ran
+    np.testing.assert_allclose(np.asarray(out), np.asarray(m(x)), rtol=1e-6)
+
+
+def test_appending_to_a_list_field_is_seen():
+    @Flux.layer
+    class Stack:
+        def __init__(self):
+            self.blocks = [Flux.Dense(3, 3)]
+
+        def __call__(self, x):
+            for b in self.blocks:
+                x = b(x)
+            return x
+
+    Flux.seed_(0)
+    s = Stack()
+    x, _ = _data()
+    _forward(s, x)
+    s.blocks.append(Flux.Dense(3, 3, Flux.relu))
+    out = _forward(s, x)
+    assert float(out.min()) >= 0
+    np.testing.assert_allclose(np.asarray(out), np.asarray(s(x)), rtol=1e-6)
+
+
+def test_arrays_rebound_outside_are_read_afresh():
+    m, ref = _pair()
+    o, oref = Flux.setup(Flux.Descent(0.1), m), Flux.setup(Flux.Descent(0.1), ref)
+    x, y = _data()
+    _step(m, o, x, y)
+    _eager_step(ref, oref, x, y)
+    # an eager update between compiled steps rebinds arrays through the state thread
+    _eager_step(m, o, x, y)
+    _eager_step(ref, oref, x, y)
+    _step(m, o, x, y)
+    _eager_step(ref, oref, x, y)
+    _assert_same(m, ref)
+
+
+def test_mode_switch_between_calls():
+    Flux.seed_(0)
+    m = Flux.Chain(Flux.Dense(3, 4), Flux.BatchNorm(4))
+    x, _ = _data(n=6)
+    Flux.trainmode_(m)
+    y_train = _forward(m, x)
+    np.testing.assert_allclose(np.asarray(jnp.mean(y_train, axis=1)), 0, atol=1e-5)  # batch statistics
+    Flux.testmode_(m)
+    y_test = _forward(m, x)
+    np.testing.assert_allclose(np.asarray(y_test), np.asarray(m(x)), rtol=1e-6)  # running statistics
+    assert not np.allclose(np.asarray(y_train), np.asarray(y_test))
+
+
+def test_two_models_of_one_structure_each_get_their_own_update():
+    m1, ref1 = _pair()
+    Flux.seed_(2)
+    m2 = Flux.Chain(Flux.Dense(3, 5, Flux.relu), Flux.Dense(5, 2))
+    ref2 = Flux.fmap(lambda v: v, m2)
+    o1, o2 = Flux.setup(Flux.Adam(0.01), m1), Flux.setup(Flux.Adam(0.01), m2)
+    r1, r2 = Flux.setup(Flux.Adam(0.01), ref1), Flux.setup(Flux.Adam(0.01), ref2)
+    for i in range(3):
+        x, y = _data(i)
+        _step(m1, o1, x, y)
+        _eager_step(ref1, r1, x, y)
+        _step(m2, o2, x, y)
+        _eager_step(ref2, r2, x, y)
+    _assert_same(m1, ref1)
+    _assert_same(m2, ref2)
+    _assert_same(o1, r1)
+    _assert_same(o2, r2)
+
+
+def test_adjust_between_calls_changes_the_step():
+    m, ref = _pair()
+    o, oref = Flux.setup(Flux.Adam(0.01), m), Flux.setup(Flux.Adam(0.01), ref)
+    x, y = _data()
+    _step(m, o, x, y)
+    _eager_step(ref, oref, x, y)
+    Flux.adjust_(o, 0.5)
+    Flux.adjust_(oref, 0.5)
+    _step(m, o, x, y)
+    _eager_step(ref, oref, x, y)
+    _assert_same(m, ref)
+
+
+def test_unknown_pytree_node_is_walked_every_call(walks):
+    from dataclasses import dataclass
+
+    @jax.tree_util.register_dataclass
+    @dataclass
+    class Holder:
+        w: jax.Array
+
+    @Flux.jit
+    def f(h, x):
+        return h.w @ x
+
+    h = Holder(jnp.ones((2, 3)))
+    x, _ = _data()
+    f(h, x)
+    h.w = 2 * jnp.ones((2, 3))  # a plain attribute set that fluxjax cannot see
+    np.testing.assert_allclose(np.asarray(f(h, x)), np.asarray(h.w @ x), rtol=1e-6)
+    assert walks[0] == 2
