@@ -38,12 +38,14 @@ def _step(loss, model, opt, d, check=None):
 
 
 @_jit
-def _compiled(loss, model, sources, opt, d):
-    """`_step` as one XLA program that undoes its writes when the loss is not finite. `sources` are
-    the models behind a `Params`, passed so that their arrays are traced inputs, not constants."""
+def _compiled(loss, model, sources, opt, d, ok):
+    """`_step` as one XLA program that undoes its writes unless the loss is finite and `ok` (every
+    earlier step's loss was finite). `sources` are the models behind a `Params`, passed so that their
+    arrays are traced inputs, not constants."""
     lval, finite = _step(loss, model, opt, d)
-    guard_writes(finite)
-    return lval
+    ok = jnp.logical_and(ok, finite)
+    guard_writes(ok)
+    return lval, ok
 
 
 def _progress(data, enabled):
@@ -63,7 +65,7 @@ def _progress(data, enabled):
 
 
 def train_(loss: Callable, model: Any, data: Iterable, opt_state: Any, *, jit: bool = True,
-           progress: bool | None = None) -> None:
+           progress: bool | None = None, mesh: Any = None) -> None:
     """Flux's `train!`: one optimiser step per element of `data`.
 
     `train_(loss, model, data, opt_state)` calls `loss(model, *d)` for tuple batches `d` (else
@@ -71,7 +73,9 @@ def train_(loss: Callable, model: Any, data: Iterable, opt_state: Any, *, jit: b
     and applies `update_`. The implicit Flux 0.13 form `train_(loss, params(m), data, rule)` calls
     `loss(*d)`. Steps are compiled with `fluxjax.jit` (`jit=False` runs them eagerly). A NaN or Inf loss
     raises `NonFiniteLoss` naming the data index, with the model as it was before that step. A progress
-    bar (tqdm, if installed) shows on long loops at a terminal.
+    bar (tqdm, if installed) shows on long loops at a terminal. `mesh=` (a `jax.sharding.Mesh`) runs every
+    step on all its devices: see `fluxjax.parallel` (model and state replicated unless `shard_` placed
+    them, each batch split along its last axis over the mesh's "data" axis).
     """
     sources = None
     if isinstance(model, Params):
@@ -88,17 +92,31 @@ def train_(loss: Callable, model: Any, data: Iterable, opt_state: Any, *, jit: b
             stacklevel=2,
         )
         opt_state = setup(opt_state, model)
+    if mesh is not None:
+        from ..parallel import _place_for_training
+
+        data = _place_for_training(mesh, model, sources, opt_state, data)
+    if not jit:
+        for i, d in enumerate(_progress(data, progress)):
+            _step(loss, model, opt_state, d, lambda lval, i=i: _check(lval, i))
+        return
+    # Each compiled step is dispatched before the previous loss is read, so the host never waits for
+    # the device between steps. A non-finite loss turns `ok` off, and every later step then leaves the
+    # model alone, so raising one step late still leaves the model as it was before the bad step.
+    ok, pending = jnp.asarray(True), None
     for i, d in enumerate(_progress(data, progress)):
+        lval, ok = _compiled(loss, model, sources, opt_state, d, ok)
+        if pending is not None:
+            _check(*pending)
+        pending = (lval, i)
+    if pending is not None:
+        _check(*pending)
 
-        def check(lval, i=i):
-            v = float(lval)
-            if not math.isfinite(v):
-                raise NonFiniteLoss(
-                    f"train_: the loss is {v} at data index {i} (0-based); this step was not applied, "
-                    "the model is as it was before it."
-                )
 
-        if jit:
-            check(_compiled(loss, model, sources, opt_state, d))
-        else:
-            _step(loss, model, opt_state, d, check)
+def _check(lval, i: int) -> None:
+    v = float(lval)
+    if not math.isfinite(v):
+        raise NonFiniteLoss(
+            f"train_: the loss is {v} at data index {i} (0-based); this step was not applied, "
+            "the model is as it was before it."
+        )
