@@ -186,6 +186,8 @@ def walk(root: list, paths: bool = False) -> Walk:
                 visit(v, k, False, (), e, role, numbers)
                 if names is not None:
                     ps.pop()
+        elif t is not tuple and getattr(t, "__fluxjax_static__", False):
+            sig.append(("static", v.static_key()))  # an optimisation rule: what changes its traced program
         elif isinstance(v, tuple):
             sig.append((t, len(v)))
             for i, e in enumerate(v):

@@ -193,3 +193,16 @@ def test_unknown_pytree_node_is_walked_every_call(walks):
     h.w = 2 * jnp.ones((2, 3))  # a plain attribute set that fluxjax cannot see
     np.testing.assert_allclose(np.asarray(f(h, x)), np.asarray(h.w @ x), rtol=1e-6)
     assert walks[0] == 2
+
+
+def test_equal_rules_share_one_compilation():
+    m1, m2 = _pair()
+    x, y = _data()
+    before = _step.cache_size()
+    _step(m1, Flux.setup(Flux.Adam(0.01), m1), x, y)
+    _step(m2, Flux.setup(Flux.Adam(0.01), m2), x, y)  # another Adam(0.01) object: the same program
+    assert _step.cache_size() - before <= 1
+    _step(m2, Flux.setup(Flux.Adam(0.02), m2), x, y)  # eta lives in the state, so still the same
+    assert _step.cache_size() - before <= 1
+    _step(m2, Flux.setup(Flux.Momentum(0.01), m2), x, y)
+    assert _step.cache_size() - before <= 2

@@ -123,6 +123,7 @@ class Rule(optax.GradientTransformationExtraArgs):
     fields, then ``hyper``), ``_n_shared``, and implement ``_init_leaf`` and ``_step_leaf``.
     """
 
+    __fluxjax_static__: ClassVar[bool] = True  # fluxjax.jit keys on static_key(), not on identity
     _names: ClassVar[tuple[str, ...]] = ()
     _dynamic: ClassVar[tuple[str, ...]] = ()
     _n_shared: ClassVar[int] = 0
