@@ -188,6 +188,18 @@ from .outputsize import outputsize as outputsize
 
 # RNG
 from .random import seed_ as seed_
+
+# Saving and loading (importing serialize also makes the module `fluxjax.state` callable: `fluxjax.state(model)`)
+from .serialize import Checkpoint as Checkpoint
+from .serialize import CheckpointError as CheckpointError
+from .serialize import StructureMismatch as StructureMismatch
+from .serialize import export_npz as export_npz
+from .serialize import export_safetensors as export_safetensors
+from .serialize import import_npz_ as import_npz_
+from .serialize import import_safetensors_ as import_safetensors_
+from .serialize import load as load
+from .serialize import loadmodel_ as loadmodel_
+from .serialize import save as save
 from .state import functional as functional
 
 # State thread

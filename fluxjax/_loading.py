@@ -1,0 +1,371 @@
+"""`state(model)` and `loadmodel_(dst, src)`: Flux's `src/loading.jl`, mutation-free.
+
+`state` mirrors `Flux.state`: the model as plain nested data. `loadmodel_` mirrors `Flux.loadmodel!`,
+with one strengthening: it validates the whole source against the whole destination first and only
+then rebinds, so a load that fails leaves the destination exactly as it was.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from ._slots import Slot
+from .errors import DimensionMismatch
+from .functors import is_array, is_layer
+from .state import _stack, commit
+from .zygote import Tangent
+
+__all__ = ["CheckpointError", "StructureMismatch", "state", "loadmodel_", "array_paths"]
+
+
+class StructureMismatch(ValueError):
+    """`loadmodel_` (or a checkpoint load) found a source whose structure differs from the destination:
+    missing or extra fields, containers of different lengths, an array where the destination has none.
+    Flux raises `ArgumentError` / `ErrorException` for these. A `ValueError`; the message names the path."""
+
+
+class CheckpointError(ValueError):
+    """A file or checkpoint directory that is not a readable fluxjax checkpoint / `.npz` / `.safetensors`
+    file: truncated, corrupted, written by something else. A `ValueError`; the message names the file.
+    (A path that does not exist raises `FileNotFoundError`, an `OSError`.)"""
+
+
+_SCALARS = (bool, int, float, complex, str, bytes, type(None), np.generic)
+
+
+def _is_namedtuple(x: Any) -> bool:
+    """A namedtuple holding data; optimisation rules (optax transformations are namedtuples of functions)
+    are not, they are leaves like functions."""
+    return isinstance(x, tuple) and hasattr(x, "_fields") and not isinstance(x, optax.GradientTransformation)
+
+
+def _is_key(x: Any) -> bool:
+    """A typed PRNG key array (`jax.random.key`); raw `uint32[2]` keys are ordinary arrays."""
+    return isinstance(x, jax.Array) and jnp.issubdtype(x.dtype, jax.dtypes.prng_key)
+
+
+def _is_opaque_node(x: Any) -> bool:
+    """A registered pytree node that is none of the containers handled by name (e.g. an optax state)."""
+    if isinstance(x, (list, tuple, dict, Tangent, optax.GradientTransformation, *_SCALARS)) or is_layer(x) or is_array(x):
+        return False
+    leaves, treedef = jax.tree_util.tree_flatten(x, is_leaf=is_layer)
+    return not (treedef.num_nodes == 1 and treedef.num_leaves == 1 and leaves and leaves[0] is x)
+
+
+def _opaque_children(x: Any) -> tuple[list, Any]:
+    return jax.tree_util.tree_flatten(x, is_leaf=is_layer)
+
+
+def _fields(x: Any) -> dict | None:
+    """The named children of a layer, a `Tangent` (optimiser state) or a dict; None for anything else."""
+    if is_layer(x):
+        return x.__dict__
+    if isinstance(x, Tangent):
+        return x.fields
+    if isinstance(x, dict):
+        return x
+    return None
+
+
+def state(x: Any) -> Any:
+    """The state of `x` as plain nested data (Flux's `Flux.state`).
+
+    A layer becomes a dict of all its fields (trainable parameters *and* state: BatchNorm's `mu`/`sigma2`,
+    Dropout's RNG key, counters), tuples stay tuples, lists lists, dicts dicts, namedtuples become dicts.
+    Arrays are returned as they are (the same objects), and so are numbers, strings, booleans and `None`
+    (Flux keeps `Number`, `AbstractString`, `Symbol` and `nothing`); every other leaf (activation
+    functions, optimisation rules, arbitrary objects) becomes `()`, as in Flux. The result holds no
+    functions, so it can go to `numpy`, `orbax` or `json`, and `loadmodel_(model, s)` loads it back.
+    Also works on the optimiser state from `setup`.
+
+    ```python
+    >>> m = Chain(Dense(1, 2, tanh), Dense(2, 1))
+    >>> s = state(m)
+    >>> s["layers"][0]["sigma"]
+    ()
+    >>> s["layers"][0]["weight"] is m[0].weight
+    True
+    ```
+    """
+    if is_array(x) or isinstance(x, _SCALARS):
+        return x
+    f = _fields(x)
+    if f is not None:
+        return {k: state(v) for k, v in f.items()}
+    if _is_namedtuple(x):
+        return {k: state(v) for k, v in zip(x._fields, x)}
+    if isinstance(x, optax.GradientTransformation):
+        return ()
+    if isinstance(x, tuple):
+        return tuple(state(v) for v in x)
+    if isinstance(x, list):
+        return [state(v) for v in x]
+    if _is_opaque_node(x):
+        return tuple(state(v) for v in _opaque_children(x)[0])
+    return ()
+
+
+def array_paths(tree: Any) -> list[tuple[tuple, Any]]:
+    """`[(path, array)]` for every array in a `state(...)` tree, in order; a path is a tuple of dict keys
+    and integer positions (`("layers", 0, "weight")`)."""
+    out: list[tuple[tuple, Any]] = []
+
+    def go(v, p):
+        if is_array(v):
+            out.append((p, v))
+        elif isinstance(v, dict):
+            for k, e in v.items():
+                go(e, p + (k,))
+        elif isinstance(v, (list, tuple)):
+            for i, e in enumerate(v):
+                go(e, p + (i,))
+
+    go(state(tree), ())
+    return out
+
+
+def show_path(path: tuple) -> str:
+    """`("layers", 0, "weight")` -> `layers[0].weight`, as fluxjax writes attribute paths."""
+    s = ""
+    for p in path:
+        if isinstance(p, int):
+            s += f"[{p}]"
+        elif isinstance(p, str) and p.isidentifier():
+            s += f".{p}" if s else p
+        else:
+            s += f"[{p!r}]"
+    return s or "the top level"
+
+
+# ----------------------------------------------------------------------------------------------
+# loadmodel_
+
+
+class _Plan:
+    """Everything a load will write, collected before anything is written."""
+
+    def __init__(self, keep: Callable[[Any], bool] | None = None):
+        self.keep = keep
+        self.values: dict[int, tuple[Any, tuple, Any]] = {}  # id(dst array) -> (new value, path, dst)
+        self.writes: list[tuple[Slot, int]] = []
+
+    def commit(self) -> None:
+        if not _stack():
+            for v, path, _ in self.values.values():
+                if isinstance(v, jax.core.Tracer):
+                    raise RuntimeError(f"loadmodel_: {show_path(path)}: a traced value can only be loaded inside "
+                                       "fluxjax.jit / fluxjax.gradient, not under a plain jax transformation")
+        for slot, ident in self.writes:
+            commit(slot, self.values[ident][0], what="loadmodel_")
+
+
+def _child_slot(slot: Slot | None, container: Any, key: Any, kind: str) -> Slot | None:
+    if kind == "attr":
+        return Slot(container, key, True)
+    if kind == "item":  # list, dict, Tangent.fields
+        return Slot(container, key, False)
+    if slot is None:  # a position inside a top-level tuple: nowhere to rebind
+        return None
+    return Slot(slot.owner, slot.key, slot.attr, slot.path + (key,))
+
+
+def _convert(dst: Any, src: Any, path: tuple) -> Any:
+    """The value that replaces array `dst`, from array `src`; raises DimensionMismatch on a size mismatch."""
+    if _is_key(dst):
+        if _is_key(src):
+            data = jax.random.key_data(src)
+        else:
+            data = src
+        want = jax.random.key_data(dst)
+        if tuple(np.shape(data)) != tuple(want.shape):
+            raise DimensionMismatch(f"loadmodel_: {show_path(path)}: tried to load key data of size {tuple(np.shape(data))} "
+                                    f"into a key array whose data has size {tuple(want.shape)}")
+        new = jax.random.wrap_key_data(jnp.asarray(data, want.dtype), impl=jax.random.key_impl(dst))
+        return _place(new, dst)
+    if _is_key(src):
+        src = jax.random.key_data(src)
+    if tuple(np.shape(src)) != tuple(dst.shape):
+        raise DimensionMismatch(f"loadmodel_: {show_path(path)}: tried to load size {tuple(np.shape(src))} array "
+                                f"into size {tuple(dst.shape)}")
+    if isinstance(dst, np.ndarray):
+        return np.array(src, dtype=dst.dtype)
+    return _place(jnp.asarray(src, dtype=dst.dtype), dst)
+
+
+def _place(new: Any, dst: Any) -> Any:
+    """Put `new` where `dst` lives: same sharding when `dst` is committed to devices (so that compiled
+    steps and shardings carry on), left uncommitted on the default device otherwise, as fresh arrays are."""
+    if isinstance(dst, jax.core.Tracer) or isinstance(new, jax.core.Tracer):
+        return new
+    if getattr(dst, "committed", False) or new.sharding != dst.sharding:
+        return jax.device_put(new, dst.sharding)
+    return new
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, jax.core.Tracer) or isinstance(b, jax.core.Tracer):
+        return True  # values unknown while tracing; the first source wins
+    if _is_key(a):
+        a, b = jax.random.key_data(a), jax.random.key_data(b)
+    return bool(np.array_equal(np.asarray(a), np.asarray(b)))
+
+
+def _all_zero(a: Any) -> bool:
+    if isinstance(a, jax.core.Tracer):
+        return True
+    if _is_key(a):
+        a = jax.random.key_data(a)
+    return not np.any(np.asarray(a))
+
+
+def _leaf(plan: _Plan, dst: Any, src: Any, path: tuple, slot: Slot | None) -> None:
+    ident = id(dst)
+    here = show_path(path)
+    if isinstance(src, (bool, np.bool_)):
+        if src:
+            raise StructureMismatch(f"loadmodel_: {here}: cannot copy boolean parameter == true to non-zero parameter")
+        new = jnp.zeros_like(dst) if not isinstance(dst, np.ndarray) else np.zeros_like(dst)
+        if _is_key(dst):
+            raise StructureMismatch(f"loadmodel_: {here}: cannot load `false` into an RNG key")
+        is_bool = True
+    elif is_array(src) or isinstance(src, np.generic):
+        new = _convert(dst, src, path)
+        is_bool = False
+    else:
+        raise StructureMismatch(f"loadmodel_: {here}: tried to copy {src!r} into an array destination; this is not allowed")
+    if ident in plan.values:  # a tied array, already loaded from another path
+        first, first_path, _ = plan.values[ident]
+        if is_bool:
+            if not _all_zero(first):
+                raise StructureMismatch(f"loadmodel_: encountered tied parameter with boolean source at {here} and a "
+                                        f"non-zero array source at {show_path(first_path)}")
+        elif not _same(first, new):
+            raise StructureMismatch(f"loadmodel_: encountered tied destination parameters with untied and mismatched "
+                                    f"sources at {show_path(first_path)} and {here}")
+    else:
+        plan.values[ident] = (new, path, dst)
+    if slot is None:
+        raise TypeError(f"loadmodel_: {here}: this array sits directly in a top-level tuple (or is the top level) and "
+                        "cannot be rebound; pass the layer, list or dict that holds it")
+    plan.writes.append((slot, ident))
+
+
+def _keys_msg(dst_keys, src_keys) -> str:
+    missing = [k for k in dst_keys if k not in src_keys]
+    extra = [k for k in src_keys if k not in dst_keys]
+    parts = []
+    if missing:
+        parts.append(f"missing in source: {missing}")
+    if extra:
+        parts.append(f"not in destination: {extra}")
+    return "; ".join(parts)
+
+
+def _plan(plan: _Plan, dst: Any, src: Any, path: tuple, slot: Slot | None) -> None:
+    here = show_path(path)
+    if is_array(dst):
+        _leaf(plan, dst, src, path, slot)
+        return
+    df = _fields(dst)
+    if df is None and _is_namedtuple(dst):
+        df = dict(zip(dst._fields, dst))
+    if df is not None:
+        sf = _fields(src)
+        if sf is None and _is_namedtuple(src):
+            sf = dict(zip(src._fields, src))
+        if sf is None and _is_namedtuple(dst) and isinstance(src, (tuple, list)) and len(src) == len(dst):
+            sf = dict(zip(dst._fields, src))
+        if sf is None:
+            raise StructureMismatch(f"loadmodel_: {here}: tried to load a {type(src).__name__} into a "
+                                    f"{type(dst).__name__} with fields {list(df)}; the structures do not match")
+        if plan.keep is not None:
+            df = {k: v for k, v in df.items() if plan.keep(v)}
+            sf = {k: v for k, v in sf.items() if plan.keep(v)}
+        if set(df) != set(sf):
+            raise StructureMismatch(f"loadmodel_: {here}: tried to load fields {list(sf)} into {type(dst).__name__} with "
+                                    f"fields {list(df)}; the structures do not match ({_keys_msg(list(df), list(sf))})")
+        if is_layer(dst):
+            kind, owner = "attr", dst
+        elif isinstance(dst, Tangent):
+            kind, owner = "item", dst.fields
+        elif isinstance(dst, dict):
+            kind, owner = "item", dst
+        else:  # namedtuple: positions
+            for i, k in enumerate(dst._fields):
+                _plan(plan, dst[i], sf[k], path + (k,), _child_slot(slot, dst, i, "pos"))
+            return
+        for k, v in df.items():
+            _plan(plan, v, sf[k], path + (k,), _child_slot(slot, owner, k, kind))
+        return
+    if isinstance(dst, (list, tuple)) and not isinstance(dst, optax.GradientTransformation) or _is_opaque_node(dst):
+        items = list(enumerate(dst if isinstance(dst, (list, tuple)) else _opaque_children(dst)[0]))
+        if isinstance(src, dict) or not isinstance(src, (list, tuple)):
+            raise StructureMismatch(f"loadmodel_: {here}: tried to load a {type(src).__name__} into a {type(dst).__name__} "
+                                    f"of length {len(items)}; the structures do not match")
+        srcs = list(src)
+        if plan.keep is not None:
+            items = [(i, v) for i, v in items if plan.keep(v)]
+            srcs = [v for v in srcs if plan.keep(v)]
+        if len(srcs) != len(items):
+            raise StructureMismatch(f"loadmodel_: {here}: tried to load a {type(src).__name__} of length {len(srcs)} into "
+                                    f"a {type(dst).__name__} of length {len(items)}; the structures do not match")
+        for (i, d), s in zip(items, srcs):
+            if isinstance(dst, list):
+                sub = _child_slot(slot, dst, i, "item")
+            elif isinstance(dst, tuple):
+                sub = _child_slot(slot, dst, i, "pos")
+            else:
+                sub = _child_slot(slot, dst, ("tree", None, i), "pos")
+            _plan(plan, d, s, path + (i,), sub)
+        return
+    # a non-array leaf of the destination (function, number, None, bool, string): never copied
+    if is_array(src) and not (isinstance(dst, (bool, np.bool_)) and not dst):
+        if isinstance(dst, (bool, np.bool_)):
+            raise StructureMismatch(f"loadmodel_: {here}: cannot copy an array parameter to boolean parameter == true")
+        raise StructureMismatch(f"loadmodel_: {here}: tried to copy an array of size {tuple(src.shape)} to {dst!r}; "
+                                "this is not allowed")
+
+
+def plan_load(dst: Any, src: Any, filter: Callable[[Any], bool] | None = None) -> _Plan:
+    """Validate loading `src` into `dst` and return the plan (nothing is written)."""
+    plan = _Plan(filter)
+    if is_array(dst):
+        raise TypeError("loadmodel_: the destination is an array; pass the layer (or list/dict) that holds it")
+    _plan(plan, dst, src, (), None)
+    return plan
+
+
+def loadmodel_(dst: Any, src: Any, *, filter: Callable[[Any], bool] | None = None) -> Any:
+    """Copy every array (trainable parameters and state) from `src` into `dst` (Flux's `loadmodel!`).
+
+    `src` is a model of the same structure or a `state(...)` tree (also one read back from disk).
+    Arrays are rebound, never mutated, through the state thread (so it also works inside `fluxjax.jit`);
+    values are converted to the destination's dtype and placed on its device/sharding. Non-array
+    fields (activations, sizes, `p`, `active`) are not copied and need not match. As in Flux,
+    `bias=False` and an all-zero bias are interchangeable: a `False` source zeroes the destination array,
+    a `False` destination ignores the source. Tied (shared) arrays stay tied; loading them from
+    different sources is an error.
+
+    Raises `DimensionMismatch` (a `ValueError`) on an array of the wrong size, naming the path and both
+    sizes (`layers[0].weight: tried to load size (6, 10) array into size (5, 10)`); `StructureMismatch`
+    (a `ValueError`) on missing or extra fields, other container lengths, an array loaded into a
+    non-array or vice versa. Everything is checked before anything is written: on an error `dst` is
+    unchanged. Returns `dst`.
+
+    `filter(x) -> bool`, as Flux's `filter` keyword, drops the children (of `dst` and `src` alike, at
+    every level) for which it is False before matching them: `filter=lambda x: not isinstance(x, Dropout)`
+    loads `Chain(Dense, Dropout, Dense)` into `Chain(Dense, Dense)`.
+
+    ```python
+    >>> dst = Chain(Dense(5, 2, tanh), Dense(2, 1))
+    >>> loadmodel_(dst, Chain(Dense(5, 2, relu), Dense(2, 1, bias=False)))  # copies weights; zero bias
+    ```
+    """
+    plan_load(dst, src, filter).commit()
+    return dst

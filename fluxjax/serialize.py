@@ -1,0 +1,54 @@
+"""Saving, loading and moving models: Flux's `state` / `loadmodel!`, orbax checkpoints, `.npz` / `.safetensors`.
+
+- `state(model)`, `loadmodel_(dst, src)`: Flux's `src/loading.jl` (in `_loading.py`).
+- `save(path, model, opt_state, step)`, `load(path, model, opt_state)`: atomic numbered orbax
+  checkpoints with checksums (in `_checkpoint.py`, which documents the on-disk layout).
+- `export_npz`, `import_npz_`, `export_safetensors`, `import_safetensors_`: flat files keyed
+  `layers.0.weight` in Flux's orientation, for Julia's NPZ.jl / SafeTensors.jl (in `_safetensors.py`,
+  which documents the row-major / column-major rule).
+
+Errors: `DimensionMismatch` (wrong array size), `StructureMismatch` (fields/lengths differ),
+`CheckpointError` (damaged or foreign file) are all `ValueError`s naming the path or file;
+a missing file or directory raises `FileNotFoundError`.
+"""
+
+import sys
+import types
+
+from ._checkpoint import Checkpoint, load, save
+from ._loading import CheckpointError, StructureMismatch, array_paths, loadmodel_, state
+from ._safetensors import (
+    export_npz,
+    export_safetensors,
+    flat_state,
+    import_npz_,
+    import_safetensors_,
+    read_safetensors,
+    write_safetensors,
+)
+from .errors import DimensionMismatch
+
+__all__ = [
+    "Checkpoint", "CheckpointError", "DimensionMismatch", "StructureMismatch", "array_paths", "export_npz",
+    "export_safetensors", "flat_state", "import_npz_", "import_safetensors_", "load", "loadmodel_",
+    "read_safetensors", "save", "state", "write_safetensors",
+]
+
+
+
+class _CallableModule(types.ModuleType):
+    def __call__(self, x):
+        """`fluxjax.state(model)`: see `fluxjax.serialize.state`."""
+        return state(x)
+
+
+def _make_state_module_callable() -> None:
+    """`fluxjax.state` is both the state-thread module (`fluxjax.state.rebind`, `from fluxjax import state;
+    state.trainmode_(m)`) and Flux's `state(model)` function: the module object is made callable, so
+    `fluxjax.state(model)` is `serialize.state(model)` and nothing that uses the module breaks."""
+    mod = sys.modules[__package__ + ".state"]
+    if not isinstance(mod, _CallableModule):
+        mod.__class__ = _CallableModule
+
+
+_make_state_module_callable()
