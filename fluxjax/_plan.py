@@ -53,7 +53,7 @@ def _is_data(v: Any) -> bool:
 class Plan:
     """The reusable part of one walk of `box = [*args, {}]` (see the module docstring)."""
 
-    __slots__ = ("version", "box", "walk", "entry", "kinds", "containers")
+    __slots__ = ("version", "box", "walk", "entry", "kinds", "containers", "owned")
 
     def __init__(self, box: list, w: Walk, entry: Any):
         self.version = _version[0]
@@ -69,8 +69,17 @@ class Plan:
             else:
                 self.kinds.append((_SAME, v))
         self.containers = [(c, *_snapshot(c)) for c in w.containers if id(c) not in skip]
+        # containers that hold tuples the call itself rebuilds (optimiser states in a list)
+        at = {id(c[0]): k for k, c in enumerate(self.containers)}
+        self.owned = {i: at[id(s.owner)] for i, s in enumerate(w.slots) if s.attr is False and id(s.owner) in at}
         w.leaves = []  # the walk is kept for its slots only; do not hold on to the first call's arrays
         self.release()
+
+    def written(self, changed: dict) -> None:
+        """After the call's own writes: containers whose items it rebuilt are snapshotted again."""
+        for k in {self.owned[i] for i in changed if i in self.owned}:
+            c = self.containers[k][0]
+            self.containers[k] = (c, *_snapshot(c))
 
     def release(self) -> None:
         """Drop the references to this call's data arguments (the box keeps models only)."""

@@ -199,7 +199,7 @@ def walk(root: list, paths: bool = False) -> Walk:
         elif not numbers and isinstance(v, _NUMBER):
             sig.append(("static", v))
         elif isinstance(v, _OPAQUE):
-            sig.append(("static", v))
+            sig.append(("static", function_key(v) if t is types.FunctionType else v))
         else:
             sub, treedef = jax.tree_util.tree_flatten(v, is_leaf=lambda z: type(z) in _LAYER_TYPES)
             if treedef.num_nodes == 1 and treedef.num_leaves == 1 and sub and sub[0] is v:
@@ -246,6 +246,48 @@ def walk(root: list, paths: bool = False) -> Walk:
             ps.pop()
     w.signature = tuple(sig)
     return w
+
+
+class _Same:
+    """A key part equal only to the very same object, which it keeps alive (so its id is not reused)."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def __eq__(self, other):
+        return type(other) is _Same and other.obj is self.obj
+
+    def __hash__(self):
+        return id(self.obj)
+
+
+_SCALARS = (bool, int, float, complex, str, bytes, type(None))
+
+
+def _captured_key(v, depth: int):
+    if type(v) in _SCALARS:
+        return (type(v), v)
+    if type(v) is types.FunctionType and depth < 4:
+        return function_key(v, depth + 1)
+    return _Same(v)
+
+
+def function_key(f: types.FunctionType, depth: int = 0):
+    """A function as a cache key: its code, its globals and what its closure and defaults hold now.
+    A lambda written inside a loop (`train_(lambda m, x, y: ..., ...)` every epoch) is a new object
+    each time but gets the same key, so it is not compiled again; a closure whose captured values
+    changed gets a new key, since those values are baked into the compiled program."""
+    cells = []
+    for c in f.__closure__ or ():
+        try:
+            cells.append(_captured_key(c.cell_contents, depth))
+        except ValueError:  # an empty cell
+            cells.append(None)
+    defaults = tuple(_captured_key(d, depth) for d in f.__defaults__ or ())
+    kwdefaults = tuple((k, _captured_key(d, depth)) for k, d in (f.__kwdefaults__ or {}).items())
+    return (f.__code__, _Same(f.__globals__), tuple(cells), defaults, kwdefaults)
 
 
 def _leaf_sig(v):

@@ -154,7 +154,7 @@ def guard_writes(keep) -> None:
     region = _stack()[-1]
     for ident, slot in region.written.items():
         old, new = region.before[ident], slot.get()
-        slot.set(jax.tree_util.tree_map(lambda a, b: jax.numpy.where(keep, a, b), new, old))
+        slot.set(jax.tree_util.tree_map(lambda a, b: a if a is b else jax.numpy.where(keep, a, b), new, old))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -247,6 +247,7 @@ class Jitted:
         for k, v in extra.items():
             commit(entry.extra_slots[k], v)
         if plan is not None:
+            plan.written(changed)
             plan.release()
         elif not kwargs and w.reusable:
             self._plan = Plan(box, w, entry)

@@ -206,3 +206,37 @@ def test_equal_rules_share_one_compilation():
     assert _step.cache_size() - before <= 1
     _step(m2, Flux.setup(Flux.Momentum(0.01), m2), x, y)
     assert _step.cache_size() - before <= 2
+
+
+def test_a_lambda_written_in_a_loop_compiles_once():
+    m, ref = _pair()
+    o, oref = Flux.setup(Flux.Descent(0.1), m), Flux.setup(Flux.Descent(0.1), ref)
+    from fluxjax.optimise.train import _compiled
+
+    x, y = _data()
+    before = _compiled.cache_size()
+    for _epoch in range(3):
+        Flux.train_(lambda m, x, y: mse(m(x), y), m, [(x, y)], o)
+    assert _compiled.cache_size() - before == 1
+    for scale in (1.0, 3.0):  # a captured value is baked in, so a new value is a new program
+        Flux.train_(lambda m, x, y: scale * mse(m(x), y), m, [(x, y)], o)  # noqa: B023
+    assert _compiled.cache_size() - before == 3
+    for _ in range(3):
+        _eager_step(ref, oref, x, y)
+    for scale in (1.0, 3.0):
+        loss, (g,) = Flux.withgradient(lambda m: scale * mse(m(x), y), ref)  # noqa: B023
+        Flux.update_(oref, ref, g)
+    _assert_same(m, ref)
+
+
+def test_implicit_train_reuses_the_walk(walks):
+    m, _ = _pair()
+    ps, rule = Flux.params(m), Flux.Adam(0.01)
+    x, y = _data()
+
+    def loss(x, y):
+        return mse(m(x), y)
+
+    Flux.train_(loss, ps, [(x, y)] * 2, rule)
+    Flux.train_(loss, ps, [(x, y)] * 2, rule)
+    assert walks[0] == 1

@@ -82,7 +82,7 @@ def train_(loss: Callable, model: Any, data: Iterable, opt_state: Any, *, jit: b
         if not isinstance(opt_state, optax.GradientTransformation):
             raise TypeError("train_(loss, ps, data, rule): implicit mode takes a rule, e.g. Adam()")
         opt_state = _implicit_holder(opt_state, model)
-        sources = list(model._sources)
+        sources = model._sources
         if not sources:
             jit = False  # bare-array Params: nothing to pass into a compiled step
     elif isinstance(opt_state, optax.GradientTransformation):
