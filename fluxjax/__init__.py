@@ -7,6 +7,7 @@
 from . import losses as losses
 from . import nnlib as nnlib
 from . import optimise as optimise
+from . import parallel as parallel
 from . import zygote as zygote
 from .data import DataLoader as DataLoader
 from .data import flatten as flatten
