@@ -23,7 +23,7 @@ Pair = tuple[float, float]
 class AdamState(NamedTuple):
     mt: Any
     vt: Any
-    beta_t: Any  # per array: (β₁ᵗ, β₂ᵗ) as 0-d arrays of the parameter's type
+    beta_t: Any  # per array: [β₁ᵗ, β₂ᵗ], one array of shape (2,) in the parameter's type
     hyper: dict
 
 
@@ -32,8 +32,10 @@ def _moments(h: dict, g: jax.Array, mt: jax.Array, vt: jax.Array) -> tuple[jax.A
     return b1 * mt + (1 - b1) * g, b2 * vt + (1 - b2) * (g * g)
 
 
-def _next_bt(h: dict, bt: tuple) -> tuple:
-    return (bt[0] * h["beta"][0], bt[1] * h["beta"][1])
+def _next_bt(h: dict, bt: jax.Array) -> jax.Array:
+    # Optimisers.jl keeps βt as a tuple; one array of two holds the same numbers in one buffer, which
+    # halves what a compiled step passes in and out for it.
+    return bt * jnp.stack(h["beta"])
 
 
 class _AdamLike(Rule):
@@ -43,7 +45,7 @@ class _AdamLike(Rule):
 
     def _init_leaf(self, x: jax.Array) -> tuple:
         b1, b2 = self._hp["beta"]
-        return jnp.zeros_like(x), jnp.zeros_like(x), (jnp.asarray(b1, x.dtype), jnp.asarray(b2, x.dtype))
+        return jnp.zeros_like(x), jnp.zeros_like(x), jnp.asarray([b1, b2], x.dtype)
 
 
 class Adam(_AdamLike):
@@ -56,7 +58,7 @@ class Adam(_AdamLike):
     def __new__(cls, eta: float = 0.001, beta: Pair = (0.9, 0.999), epsilon: float = 1e-8) -> Adam:
         return cls._create(eta=eta, beta=beta, epsilon=epsilon)
 
-    def _step_leaf(self, h: dict, shared: tuple, g: jax.Array, x: Any, mt: Any, vt: Any, bt: tuple) -> tuple:
+    def _step_leaf(self, h: dict, shared: tuple, g: jax.Array, x: Any, mt: Any, vt: Any, bt: jax.Array) -> tuple:
         mt, vt = _moments(h, g, mt, vt)
         delta = mt / (1 - bt[0]) / (jnp.sqrt(vt / (1 - bt[1])) + h["epsilon"]) * h["eta"]
         return delta, mt, vt, _next_bt(h, bt)
@@ -90,7 +92,7 @@ class AdamW(_AdamLike):
         return cls._create(eta=eta, beta=beta, lambda_=lam, epsilon=epsilon, couple=bool(couple))
 
     def _step_leaf(
-        self, h: dict, shared: tuple, g: jax.Array, x: jax.Array, mt: Any, vt: Any, bt: tuple
+        self, h: dict, shared: tuple, g: jax.Array, x: jax.Array, mt: Any, vt: Any, bt: jax.Array
     ) -> tuple:
         mt, vt = _moments(h, g, mt, vt)
         # AdamW uses T(ϵ), not Optimisers.jl's _eps (only differs for Float16).
@@ -129,7 +131,7 @@ class RAdam(_AdamLike):
     def _step_shared(self, hyper: dict, shared: tuple) -> tuple:
         return (shared[0] + 1,)
 
-    def _step_leaf(self, h: dict, shared: tuple, g: jax.Array, x: Any, mt: Any, vt: Any, bt: tuple) -> tuple:
+    def _step_leaf(self, h: dict, shared: tuple, g: jax.Array, x: Any, mt: Any, vt: Any, bt: jax.Array) -> tuple:
         eta, b2, eps = h["eta"], h["beta"][1], h["epsilon"]
         t = shared[0].astype(g.dtype)
         rho_inf = 2 / (1 - b2) - 1
@@ -161,7 +163,7 @@ class AdaMax(_AdamLike):
     def __new__(cls, eta: float = 0.001, beta: Pair = (0.9, 0.999), epsilon: float = 1e-8) -> AdaMax:
         return cls._create(eta=eta, beta=beta, epsilon=epsilon)
 
-    def _step_leaf(self, h: dict, shared: tuple, g: jax.Array, x: Any, mt: Any, ut: Any, bt: tuple) -> tuple:
+    def _step_leaf(self, h: dict, shared: tuple, g: jax.Array, x: Any, mt: Any, ut: Any, bt: jax.Array) -> tuple:
         b1, b2 = h["beta"]
         mt = b1 * mt + (1 - b1) * g
         ut = jnp.maximum(b2 * ut, jnp.abs(g))
@@ -193,7 +195,7 @@ class OAdam(_AdamLike):
         return (*super()._init_leaf(x), jnp.zeros_like(x))
 
     def _step_leaf(
-        self, h: dict, shared: tuple, g: jax.Array, x: Any, mt: Any, vt: Any, bt: tuple, term: Any
+        self, h: dict, shared: tuple, g: jax.Array, x: Any, mt: Any, vt: Any, bt: jax.Array, term: Any
     ) -> tuple:
         mt, vt = _moments(h, g, mt, vt)
         new = h["eta"] * mt / (1 - bt[0]) / (jnp.sqrt(vt / (1 - bt[1])) + h["epsilon"])
@@ -240,7 +242,7 @@ class NAdam(_AdamLike):
     def __new__(cls, eta: float = 0.001, beta: Pair = (0.9, 0.999), epsilon: float = 1e-8) -> NAdam:
         return cls._create(eta=eta, beta=beta, epsilon=epsilon)
 
-    def _step_leaf(self, h: dict, shared: tuple, g: jax.Array, x: Any, mt: Any, vt: Any, bt: tuple) -> tuple:
+    def _step_leaf(self, h: dict, shared: tuple, g: jax.Array, x: Any, mt: Any, vt: Any, bt: jax.Array) -> tuple:
         b1, b2 = h["beta"]
         mt, vt = _moments(h, g, mt, vt)
         num = b1 * mt / (1 - b1 * bt[0]) + (1 - b1) * g / (1 - bt[0])
@@ -268,7 +270,7 @@ class AdaBelief(_AdamLike):
     def __new__(cls, eta: float = 0.001, beta: Pair = (0.9, 0.999), epsilon: float = 1e-16) -> AdaBelief:
         return cls._create(eta=eta, beta=beta, epsilon=epsilon)
 
-    def _step_leaf(self, h: dict, shared: tuple, g: jax.Array, x: Any, mt: Any, st: Any, bt: tuple) -> tuple:
+    def _step_leaf(self, h: dict, shared: tuple, g: jax.Array, x: Any, mt: Any, st: Any, bt: jax.Array) -> tuple:
         b1, b2 = h["beta"]
         eps = h["epsilon"]
         mt = b1 * mt + (1 - b1) * g
