@@ -284,7 +284,10 @@ def _leaf(x: Any, path: str) -> Any:
             "or a tuple / dict of arrays with observations along the last axis"
         )
     elif isinstance(x, (list, range)) or np.isscalar(x):
-        arr = np.asarray(x)
+        try:
+            arr = np.asarray(x)
+        except ValueError as e:  # a ragged list
+            raise TypeError(f"DataLoader: data{path} does not convert to a numeric array ({e})") from None
     else:
         raise TypeError(
             f"DataLoader: cannot use data{path} of type {type(x).__name__}; expected an array, "
@@ -364,6 +367,8 @@ class DataLoader:
         self.data = data
         self._tree = _tree(data)
         leaves = _leaves(self._tree)
+        if not leaves:
+            raise ValueError(f"DataLoader: data holds no arrays (got an empty {type(data).__name__})")
         sizes = {p: lf.shape[-1] for p, lf in leaves}
         if len(set(sizes.values())) > 1:
             listing = ", ".join(f"data{p or ''}: {n}" for p, n in sizes.items())
@@ -393,7 +398,9 @@ class DataLoader:
         if isinstance(idx, slice):
             return jnp.asarray(x[..., idx])
         if isinstance(x, np.ndarray):
-            return jnp.asarray(np.take(x, idx, axis=-1))
+            # fancy indexing, not np.take: np.take copies a non-contiguous array (a transposed view)
+            # whole before gathering, once per batch
+            return jnp.asarray(x[..., idx])
         return jnp.take(x, jnp.asarray(idx), axis=-1)
 
     def _obs(self, i: int) -> Any:

@@ -256,3 +256,14 @@ def test_dataloader_errors():
     with pytest.raises(ValueError):
         DataLoader(X2, batchsize=0)
     assert "batchsize=2" in repr(DataLoader(X2, batchsize=2))
+
+
+def test_dataloader_on_a_transposed_numpy_view_gives_the_right_batches():
+    base = np.arange(5 * 12, dtype=np.float32).reshape(12, 5)
+    view = base.T  # (5, 12): 12 observations, not contiguous
+    loader = DataLoader(view, batchsize=5, shuffle=True, rng=jax.random.PRNGKey(3))
+    seen = np.concatenate([np.asarray(b) for b in loader], axis=-1)
+    assert seen.shape == (5, 12)
+    np.testing.assert_array_equal(np.sort(seen[0]), base[:, 0])
+    for col in seen.T:  # every batch column is a whole observation
+        np.testing.assert_array_equal(col, base[int(col[0]) // 5])
