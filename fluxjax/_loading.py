@@ -325,11 +325,23 @@ def _plan(plan: _Plan, dst: Any, src: Any, path: tuple, slot: Slot | None) -> No
             _plan(plan, d, s, path + (i,), sub)
         return
     # a non-array leaf of the destination (function, number, None, bool, string): never copied
+    if _scalar_array(src) and isinstance(dst, _SCALARS) and dst is not None:
+        if np.ndim(src) == 0 or not isinstance(dst, (bool, np.bool_)):
+            # a number that became a 0-d (or 1-element) array, e.g. `tree_map(np.asarray, state(m))`: a number
+            # source, which Flux's `loadleaf!(dst, src) = dst` ignores whatever its value, as a plain number
+            return
     if is_array(src) and not (isinstance(dst, (bool, np.bool_)) and not dst):
         if isinstance(dst, (bool, np.bool_)):
             raise StructureMismatch(f"loadmodel_: {here}: cannot copy an array parameter to boolean parameter == true")
         raise StructureMismatch(f"loadmodel_: {here}: tried to copy an array of size {tuple(src.shape)} to {dst!r}; "
                                 "this is not allowed")
+
+
+def _scalar_array(x: Any) -> bool:
+    """A 0-d or 1-element array holding a number, bool or string (not an RNG key)."""
+    if not is_array(x) or _is_key(x) or int(np.size(x)) != 1:
+        return False
+    return x.dtype.kind in "biufcUS"
 
 
 def plan_load(dst: Any, src: Any, filter: Callable[[Any], bool] | None = None) -> _Plan:
@@ -347,7 +359,8 @@ def loadmodel_(dst: Any, src: Any, *, filter: Callable[[Any], bool] | None = Non
     `src` is a model of the same structure or a `state(...)` tree (also one read back from disk).
     Arrays are rebound, never mutated, through the state thread (so it also works inside `fluxjax.jit`);
     values are converted to the destination's dtype and placed on its device/sharding. Non-array
-    fields (activations, sizes, `p`, `active`) are not copied and need not match. As in Flux,
+    fields (activations, sizes, `p`, `active`) are not copied and need not match, also when the source
+    holds them as 0-d (or 1-element) arrays, as `tree_map(np.asarray, state(m))` makes. As in Flux,
     `bias=False` and an all-zero bias are interchangeable: a `False` source zeroes the destination array,
     a `False` destination ignores the source. Tied (shared) arrays stay tied; loading them from
     different sources is an error.

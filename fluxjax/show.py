@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import jax
 import numpy as np
 
 from .functors import is_array, is_layer, trainable
@@ -24,6 +25,14 @@ def _arrays(v, out):
         for e in v.values():
             _arrays(e, out)
     return out
+
+
+def _is_float(x) -> bool:
+    """A float (or complex) array: counted as parameters. Typed PRNG keys (`jax.random.key`, dtype
+    `key<fry>`) and integer arrays are not."""
+    if jax.dtypes.issubdtype(x.dtype, jax.dtypes.extended):
+        return False
+    return bool(np.issubdtype(x.dtype, np.inexact))
 
 
 def _dedup(xs):
@@ -47,7 +56,7 @@ def counts(m: Any) -> tuple[list, list]:
             for e in trainable(v).values():
                 go(e, seen)
         elif is_array(v):
-            if np.issubdtype(v.dtype, np.inexact):
+            if _is_float(v):
                 train.append(v)
         elif isinstance(v, (list, tuple)):
             for e in v:
@@ -59,7 +68,7 @@ def counts(m: Any) -> tuple[list, list]:
     go(m, set())
     train = _dedup(train)
     ids = {id(x) for x in train}
-    other = [x for x in _dedup(_arrays(m, [])) if id(x) not in ids and np.issubdtype(x.dtype, np.inexact)]
+    other = [x for x in _dedup(_arrays(m, [])) if id(x) not in ids and _is_float(x)]
     return train, other
 
 

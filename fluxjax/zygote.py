@@ -134,8 +134,9 @@ def _rebuild(box: list, grads_by_leaf: list) -> tuple:
 class _Plan:
     """`fx(*primals) -> (y, state_writes)` plus how to map cotangents back."""
 
-    def __init__(self, fx, primals, finish, written):
+    def __init__(self, fx, primals, finish, written, ints=()):
         self.fx, self.primals, self.finish, self.written = fx, primals, finish, written
+        self.ints = tuple(ints)  # leaf indices of the Python ints being differentiated (see _traced)
 
     def commit(self, values):
         for slot, v in zip(self.written, values):
@@ -163,13 +164,18 @@ def _as_primal(v):
     return v
 
 
-def _explicit_plan(f, args, name) -> _Plan:
+def _is_int(v) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+def _explicit_plan(f, args, name, static=frozenset()) -> _Plan:
     box = list(args)
     w = walk(box)
     diff = [
         i
         for i, (v, r) in enumerate(zip(w.leaves, w.roles))
         if r == PARAM
+        and i not in static
         and (is_float_array(v) or (isinstance(v, _NUMBER) and not isinstance(v, (bool, np.bool_, complex))))
     ]
     if not diff:
@@ -189,7 +195,7 @@ def _explicit_plan(f, args, name) -> _Plan:
             by_leaf[i] = g
         return _rebuild(box, by_leaf)
 
-    return _Plan(fx, primals, finish, written)
+    return _Plan(fx, primals, finish, written, [i for i in diff if _is_int(w.leaves[i])])
 
 
 def _is_implicit(args) -> bool:
@@ -204,10 +210,10 @@ def _implicit_plan(f, ps: Params, name) -> _Plan:
     return _Plan(fx, primals, lambda grads: Grads(ps, primals, list(grads)), written)
 
 
-def _plan(f, args, name) -> _Plan:
+def _plan(f, args, name, static=frozenset()) -> _Plan:
     if not callable(f):
         raise TypeError(f"{name}(f, args...): f must be callable, got {type(f).__name__}")
-    return _implicit_plan(f, args[0], name) if _is_implicit(args) else _explicit_plan(f, args, name)
+    return _implicit_plan(f, args[0], name) if _is_implicit(args) else _explicit_plan(f, args, name, static)
 
 
 def _used_inputs(back, n: int) -> list[bool]:
@@ -243,7 +249,7 @@ def _differentiable_output(y) -> bool:
     return np.issubdtype(getattr(y, "dtype", None) or np.result_type(y), np.inexact)
 
 
-def _vjp(plan: _Plan, name, first_only=False, check=True):
+def _run_vjp(plan: _Plan, first_only):
     fx = plan.fx
     if first_only:
 
@@ -256,10 +262,41 @@ def _vjp(plan: _Plan, name, first_only=False, check=True):
         full, aux = aux
     else:
         full = y
+    return y, back, full, aux
+
+
+def _traced(f, args, name, first_only):
+    """`jax.vjp` of the plan for `f(*args)`. Python ints are differentiated as numbers, as Zygote does
+    (`gradient(x -> 3x^2 + 2x + 1, 5) == (32,)`), which needs a float tracer in their place; when that
+    makes `f` fail with a `TypeError` (an int used as an index or a size, where Zygote's rules give
+    `nothing`), the ints are held static instead, and then made differentiable again one at a time where
+    `f` allows it. (So `f` runs more than once on that path.)"""
+    plan = _plan(f, args, name)
+    try:
+        return plan, _run_vjp(plan, first_only)
+    except TypeError:
+        if not plan.ints:
+            raise
+    static = frozenset(plan.ints)
+    plan = _plan(f, args, name, static)
+    res = _run_vjp(plan, first_only)  # still failing: not the ints' fault, raise that error
+    for i in sorted(static):
+        trial = static - {i}
+        try:
+            p2 = _plan(f, args, name, trial)
+            r2 = _run_vjp(p2, first_only)
+        except TypeError:
+            continue
+        static, plan, res = trial, p2, r2
+    return plan, res
+
+
+def _vjp(f, args, name, first_only=False, check=True):
+    plan, (y, back, full, aux) = _traced(f, args, name, first_only)
     if check:
         _check_scalar(y, name)
     plan.commit(aux)
-    return y, back, full
+    return plan, y, back, full
 
 
 def _grads(plan: _Plan, y, back, seed=None):
@@ -349,8 +386,7 @@ def gradient(f: Callable, *args) -> Any:
     With `ps = params(model)` and a zero-argument `f`, returns `Grads` indexed by parameter arrays.
     """
     before = _snapshot(f)
-    plan = _plan(f, args, "gradient")
-    y, back, _ = _vjp(plan, "gradient")
+    plan, y, back, _ = _vjp(f, args, "gradient")
     out = _grads(plan, y, back)
     _check_leaks(f, "gradient", before)
     return out
@@ -365,8 +401,7 @@ def withgradient(f: Callable, *args) -> WithGradient:
     """`(val, grad)`; when `f` returns a tuple or dict, its first element is differentiated and the
     whole value is returned (Zygote's auxiliary outputs): `loss, (g,) = withgradient(...)`."""
     before = _snapshot(f)
-    plan = _plan(f, args, "withgradient")
-    y, back, full = _vjp(plan, "withgradient", first_only=True)
+    plan, y, back, full = _vjp(f, args, "withgradient", first_only=True)
     out = _grads(plan, y, back)
     _check_leaks(f, "withgradient", before)
     return WithGradient(full, out)
@@ -375,8 +410,7 @@ def withgradient(f: Callable, *args) -> WithGradient:
 def pullback(f: Callable, *args) -> tuple[Any, Callable]:
     """`y, back = pullback(f, args...)`; `back(dy)` returns the gradients as `gradient` does.
     A `None` inside `dy` is a zero cotangent; `back(None)` gives all `None`."""
-    plan = _plan(f, args, "pullback")
-    y, back, _ = _vjp(plan, "pullback", check=False)
+    plan, y, back, _ = _vjp(f, args, "pullback", check=False)
     n = len(plan.primals)
     used = _used_inputs(back, n) if n else []
 
@@ -425,12 +459,14 @@ def jacobian(f: Callable, *args) -> Any:
 def hessian(f: Callable, x) -> Any:
     """Zygote's `hessian` of a scalar function of one argument, with linear (column-major)
     indexing: `hessian(lambda x: jnp.sum(x**3), jnp.array([[1., 2], [3, 4]]))` is
-    `diag([6, 18, 12, 24])`."""
+    `diag([6, 18, 12, 24])`. For a number `x` it is a number: `hessian(jnp.sin, jnp.pi / 2) == -1.0`."""
     plan = _plan(f, (x,), "hessian")
     if len(plan.primals) != 1:
         raise TypeError("hessian(f, x): x must be a single number or float array")
     x0 = plan.primals[0]
     H = jax.hessian(lambda z: plan.fx(z)[0])(x0)
+    if np.ndim(x0) == 0:  # Zygote: a number for a number, `hessian(sin, pi/2) == -1.0`
+        return jnp.reshape(H, ())
     return _vec_jacobian(H, np.shape(x0), np.shape(x0))
 
 
@@ -680,32 +716,198 @@ def adjoint(fn: Callable) -> Callable:
     gradients (`None` for zero). Through `jax.custom_vjp`; the forward is re-run in the backward pass
     (XLA removes the duplicate under `jit`).
 
+    Arguments that are not arrays or numbers (functions, Python ints used as sizes, strings, `None`)
+    are static: they pass through unchanged and their entry in `back`'s tuple is ignored (Zygote's
+    `nothing`). The gradient of a layer (or any pytree) argument may be given as a layer of the same
+    type, a `Tangent`, a dict or a NamedTuple of its fields, with `None` or `0` for fields without one.
+
     ```python
     @adjoint
     def clipgrad(x):
         return x, lambda dy: (jnp.clip(dy, -1, 1),)
+
+    @adjoint
+    def hook(f, x):
+        return x, lambda dx: (None, f(dx))
     ```
     """
+    name = getattr(fn, "__name__", "rule")
 
-    @jax.custom_vjp
-    def f(*args):
-        return fn(*args)[0]
+    @functools.wraps(fn)
+    def call(*args):
+        leaves, treedef = jax.tree_util.tree_flatten(args)
+        dyn = [i for i, v in enumerate(leaves) if _dynamic_leaf(v)]
+        if not dyn:  # nothing to differentiate: no rule needed
+            return fn(*args)[0]
 
-    def fwd(*args):
-        return fn(*args)[0], args
+        def rebuild(xs):
+            ls = list(leaves)
+            for i, x in zip(dyn, xs):
+                ls[i] = x
+            return treedef.unflatten(ls)
 
-    def bwd(args, dy):
-        gs = fn(*args)[1](dy)
-        if not isinstance(gs, tuple):
-            gs = (gs,)
-        if len(gs) != len(args):
-            raise ValueError(f"adjoint {fn.__name__}: back returned {len(gs)} gradients for {len(args)} arguments")
-        return tuple(
-            jax.tree_util.tree_map(jnp.zeros_like, a) if g is None else g for a, g in zip(args, gs)
+        @jax.custom_vjp
+        def f(*xs):
+            return fn(*rebuild(xs))[0]
+
+        def fwd(*xs):
+            return fn(*rebuild(xs))[0], xs
+
+        def bwd(xs, dy):
+            primal = rebuild(xs)
+            gs = fn(*primal)[1](dy)
+            if not isinstance(gs, tuple):
+                gs = (gs,)
+            if len(gs) != len(primal):
+                raise ValueError(f"adjoint {name}: back returned {len(gs)} gradients for {len(primal)} arguments")
+            cts: list = []
+            for k, (a, g) in enumerate(zip(primal, gs)):
+                sub = jax.tree_util.tree_structure(a)
+                if g is None or not any(_dynamic_leaf(v) for v in jax.tree_util.tree_leaves(a)):
+                    cts.extend([None] * sub.num_leaves)
+                    continue
+                what = f"argument {k + 1} ({_short(a) if is_array(a) else type(a).__name__})"
+                like = _cotangent_like(g, a, what, name)
+                try:
+                    cts.extend(sub.flatten_up_to(like))
+                except (ValueError, TypeError) as e:
+                    raise ValueError(
+                        f"adjoint {name}: the gradient for {what} does not match "
+                        f"its structure: {e}"
+                    ) from None
+            return tuple(cts[i] for i in dyn)
+
+        f.defvjp(fwd, bwd)
+        return f(*(leaves[i] for i in dyn))
+
+    return call
+
+
+def _dynamic_leaf(v) -> bool:
+    """A leaf `adjoint` passes to `jax.custom_vjp`: numeric arrays (tracers and PRNG keys included) and
+    real or complex Python numbers. Everything else is static."""
+    if is_array(v):
+        return jax.dtypes.issubdtype(v.dtype, jax.dtypes.extended) or v.dtype.kind in "biufc"
+    return isinstance(v, (float, complex, np.inexact)) and not isinstance(v, bool)
+
+
+def _no_tangent(a) -> bool:
+    """An integer, boolean or PRNG-key array: its cotangent is float0, JAX ignores what a rule gives."""
+    return is_array(a) and (
+        jax.dtypes.issubdtype(a.dtype, jax.dtypes.extended) or not np.issubdtype(a.dtype, np.inexact)
+    )
+
+
+def _zero_ct(a):
+    """A zero cotangent for the leaf `a`; integer and key leaves keep their value (JAX ignores them)."""
+    return a if _no_tangent(a) else jnp.zeros_like(a)
+
+
+def _leaf_ct(g, a, where, name):
+    if g is None or _no_tangent(a):
+        return _zero_ct(a)  # an integer or key input has no cotangent (float0), whatever the rule says
+    if not (is_array(g) or isinstance(g, (int, float, complex, np.number))) or isinstance(g, bool):
+        raise ValueError(
+            f"adjoint {name}: back returned {_short(g)} as the gradient of {where}, which is an array "
+            f"of shape {np.shape(a)}; return an array (or None for zero)"
         )
+    g = jnp.asarray(g, jnp.result_type(a))
+    shape = np.shape(a)
+    if g.shape == shape:
+        return g
+    if g.ndim == 0:
+        return jnp.broadcast_to(g, shape)
+    if g.size == int(np.prod(shape)):
+        return g.reshape(shape)  # ChainRules' ProjectTo reshapes an array of the right length
+    raise ValueError(
+        f"adjoint {name}: back returned a gradient of shape {g.shape} for {where}, which has shape {shape}"
+    )
 
-    f.defvjp(fwd, bwd)
-    return functools.wraps(fn)(f)
+
+def _ct_field(g, field, where, name):
+    if isinstance(g, Tangent):
+        return g.fields.get(field)
+    if isinstance(g, dict):
+        return g.get(field)
+    if isinstance(g, tuple) and hasattr(g, "_fields"):
+        return getattr(g, field, None)
+    if type(g) in _LAYER_TYPES:
+        return g.__dict__.get(field)
+    raise ValueError(
+        f"adjoint {name}: back returned {_short(g)} as the gradient of {where}; a layer's gradient "
+        "must be a layer of the same type, a Tangent, a dict or a NamedTuple of its fields (or None)"
+    )
+
+
+def _ct_names(g):
+    if isinstance(g, Tangent):
+        return set(g.fields)
+    if isinstance(g, dict):
+        return set(g)
+    if isinstance(g, tuple) and hasattr(g, "_fields"):
+        return set(g._fields)
+    if type(g) in _LAYER_TYPES:
+        return set(g.__dict__)
+    return set()
+
+
+def _cotangent_like(g, a, where, name):
+    """The cotangent `g` a rule returned for the primal `a`, rebuilt with `a`'s pytree structure:
+    zeros where `g` has `None` or `0`, `a`'s own values in its static (non-array) places."""
+    if _dynamic_leaf(a):
+        return _leaf_ct(g, a, where, name)
+    if not jax.tree_util.tree_leaves(a) or not any(_dynamic_leaf(v) for v in jax.tree_util.tree_leaves(a)):
+        return a  # static: a function, an int, a string, None, a layer without arrays
+    if g is None or (isinstance(g, (int, float)) and not isinstance(g, bool) and g == 0):
+        return jax.tree_util.tree_map(lambda v: _zero_ct(v) if _dynamic_leaf(v) else v, a)
+    t = type(a)
+    if t in _LAYER_TYPES:
+        if type(g) in _LAYER_TYPES and type(g) is not t:
+            raise ValueError(
+                f"adjoint {name}: back returned a {type(g).__name__} as the gradient of {where}, a {t.__name__}"
+            )
+        if isinstance(g, Tangent) and not issubclass(t, g.primal_type) and not issubclass(g.primal_type, t):
+            raise ValueError(f"adjoint {name}: back returned {g!r} as the gradient of {where}, a {t.__name__}")
+        _ct_field(g, "", where, name)  # type check
+        extra = _ct_names(g) - set(a.__dict__)
+        if extra:
+            raise ValueError(
+                f"adjoint {name}: the gradient of {where} has field(s) {sorted(extra)} that {t.__name__} does not have"
+            )
+        out = object.__new__(t)
+        for field, v in a.__dict__.items():
+            out.__dict__[field] = _cotangent_like(_ct_field(g, field, where, name), v, f"{where}.{field}", name)
+        return out
+    if isinstance(a, (list, tuple)):
+        if hasattr(a, "_fields") and isinstance(g, (dict, Tangent)) or (
+            hasattr(a, "_fields") and isinstance(g, tuple) and hasattr(g, "_fields")
+        ):
+            extra = _ct_names(g) - set(a._fields)
+            if extra:
+                raise ValueError(f"adjoint {name}: the gradient of {where} has field(s) {sorted(extra)} it does not have")
+            items = [_ct_field(g, fld, where, name) for fld in a._fields]
+        elif isinstance(g, (list, tuple)) and len(g) == len(a):
+            items = list(g)
+        else:
+            raise ValueError(
+                f"adjoint {name}: back returned {_short(g)} as the gradient of {where}, a {type(a).__name__} "
+                f"of length {len(a)}; return a {type(a).__name__} of {len(a)} gradients (or None)"
+            )
+        items = [_cotangent_like(gi, ai, f"{where}[{i}]", name) for i, (gi, ai) in enumerate(zip(items, a))]
+        return t(*items) if hasattr(a, "_fields") else t(items)
+    if isinstance(a, dict):
+        if not isinstance(g, (dict, Tangent)):
+            raise ValueError(f"adjoint {name}: back returned {_short(g)} as the gradient of {where}, a dict; return a dict")
+        extra = _ct_names(g) - set(a)
+        if extra:
+            raise ValueError(f"adjoint {name}: the gradient of {where} has key(s) {sorted(extra, key=repr)} it does not have")
+        return t({k: _cotangent_like(_ct_field(g, k, where, name), v, f"{where}[{k!r}]", name) for k, v in a.items()})
+    if jax.tree_util.tree_structure(g) == jax.tree_util.tree_structure(a):  # another pytree type, given as itself
+        return jax.tree_util.tree_map(lambda gi, ai: _leaf_ct(gi, ai, where, name) if _dynamic_leaf(ai) else ai, g, a)
+    raise ValueError(
+        f"adjoint {name}: back returned {_short(g)} as the gradient of {where}, whose structure is "
+        f"{jax.tree_util.tree_structure(a)}"
+    )
 
 
 def dropgrad(x: Any) -> Any:

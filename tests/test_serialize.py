@@ -324,6 +324,42 @@ def test_loadmodel_typed_keys_and_dicts():
         loadmodel_(named.enc.weight, other.enc.weight)
 
 
+def test_loadmodel_numbers_as_0d_arrays():
+    # `tree_map(np.asarray, state(m))` turns the int fields (Conv's stride, pad, ...) and bools into 0-d
+    # arrays. Those are numbers to Flux: `loadleaf!(dst, src) = dst` keeps the destination's value.
+    fluxjax.seed_(0)
+    m = Chain(Conv((3, 3), (1, 2), stride=2, pad=1), BatchNorm(2), fluxjax.flatten, Dense(8, 3))
+    s = jax.tree_util.tree_map(np.asarray, state(m))
+    assert isinstance(s["layers"][0]["stride"][0], np.ndarray) and s["layers"][0]["stride"][0].shape == ()
+    dst = Chain(Conv((3, 3), (1, 2), stride=2, pad=1), BatchNorm(2), fluxjax.flatten, Dense(8, 3))
+    loadmodel_(dst, s)
+    assert all(np.array_equal(a, b) for a, b in zip(host_leaves(dst), host_leaves(m)))
+    assert dst[0].stride == m[0].stride and all(type(v) is int for v in dst[0].stride)
+    x = jax.random.normal(jax.random.PRNGKey(1), (4, 4, 1, 2))
+    assert np.allclose(dst(x), m(x))
+    # a different number is ignored, as for a plain number source (Flux keeps dst's non-array leaves)
+    other = Chain(Conv((3, 3), (1, 2), stride=1, pad=1), BatchNorm(2), fluxjax.flatten, Dense(8, 3))
+    s1 = state(m)
+    s1["layers"][0]["stride"] = (np.asarray(1), np.asarray(1))
+    loadmodel_(other, s1)
+    assert other[0].stride == (1, 1) and np.array_equal(other[0].weight, m[0].weight)
+    s1["layers"][0]["stride"] = (1, 1)
+    loadmodel_(dst, s1)
+    assert dst[0].stride == (2, 2)
+    # a 1-element array is a number too; a longer array into a number is still an error (Flux:
+    # "Tried to copy an array to 2; this is not allowed")
+    s1["layers"][0]["stride"] = (np.array([2]), np.array([2]))
+    loadmodel_(dst, s1)
+    assert dst[0].stride == (2, 2)
+    s1["layers"][0]["stride"] = (np.array([2, 2]), 2)
+    with pytest.raises(StructureMismatch, match=r"layers\[0\]\.stride\[0\].*array of size \(2,\)"):
+        loadmodel_(dst, s1)
+    # booleans: np.asarray(True) into True is fine; an array parameter into `true` is Flux's error
+    loadmodel_({"flag": True, "w": np.zeros(2)}, {"flag": np.asarray(True), "w": np.ones(2)})
+    with pytest.raises(StructureMismatch, match="boolean parameter == true"):
+        loadmodel_({"flag": True, "w": np.zeros(2)}, {"flag": np.ones(1), "w": np.ones(2)})
+
+
 # ------------------------------------------------------------------------------------------------
 # save / load
 

@@ -5,6 +5,7 @@ The exact-text tests pin fluxjax's current format (comment column 40, thousands 
 on every container). Where that differs from Flux's own text, a strict xfail test holds Flux's text.
 """
 
+import jax
 import jax.numpy as jnp
 import pytest
 
@@ -161,3 +162,21 @@ def test_print_uses_same_text(capsys):
     m = Chain(Dense(2, 3), Dense(3, 1))
     print(m)
     assert capsys.readouterr().out == repr(m) + "\n"
+
+
+def test_typed_prng_key_field():
+    # a typed key (jax.random.key, dtype key<fry>) prints as the key and is not counted as a parameter
+    # (Flux's Dropout keeps its rng out of the parameter count too)
+    @layer
+    class Noisy:
+        def __init__(self):
+            self.w = jnp.ones(3)
+            self.key = jax.random.key(0)
+
+        def __call__(self, x):
+            return x * self.w
+
+    assert repr(Noisy()) == "Noisy(w=float32[3], key=key<fry>[])     # 3 parameters"
+    s = repr(Chain(Noisy(), Dense(3, 2)))
+    assert "  Noisy(w=float32[3], key=key<fry>[]),  # 3 parameters\n" in s
+    assert s.endswith("# Total: 3 arrays, 11 parameters, 44 bytes.")
