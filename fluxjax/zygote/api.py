@@ -1,0 +1,127 @@
+"""Zygote's entry points: `gradient`, `withgradient`, `pullback`, `jacobian`, `withjacobian`, `hessian` and
+`diaghessian`, each a thin layer over a `_Plan`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .closure import _check_leaks, _snapshot
+from .plan import _grads, _plan, _used_inputs, _vjp
+
+
+def gradient(f: Callable, *args) -> Any:
+    """Zygote's `gradient`: one gradient per argument, `None` for no dependence.
+
+    ```python
+    >>> gradient(lambda x: 3 * x**2 + 2 * x + 1, 5.0)
+    (Array(32., dtype=float32),)
+    >>> gradient(lambda m: mse(m(x), y), model)[0].layers[0].weight.shape
+    (3, 2)
+    ```
+    With `ps = params(model)` and a zero-argument `f`, returns `Grads` indexed by parameter arrays.
+    """
+    before = _snapshot(f)
+    plan, y, back, _ = _vjp(f, args, "gradient")
+    out = _grads(plan, y, back)
+    _check_leaks(f, "gradient", before)
+    return out
+
+
+class WithGradient(NamedTuple):
+    val: Any
+    grad: Any
+
+
+def withgradient(f: Callable, *args) -> WithGradient:
+    """`(val, grad)`; when `f` returns a tuple or dict, its first element is differentiated and the
+    whole value is returned (Zygote's auxiliary outputs): `loss, (g,) = withgradient(...)`."""
+    before = _snapshot(f)
+    plan, y, back, full = _vjp(f, args, "withgradient", first_only=True)
+    out = _grads(plan, y, back)
+    _check_leaks(f, "withgradient", before)
+    return WithGradient(full, out)
+
+
+def pullback(f: Callable, *args) -> tuple[Any, Callable]:
+    """`y, back = pullback(f, args...)`; `back(dy)` returns the gradients as `gradient` does.
+    A `None` inside `dy` is a zero cotangent; `back(None)` gives all `None`."""
+    plan, y, back, _ = _vjp(f, args, "pullback", check=False)
+    n = len(plan.primals)
+    used = _used_inputs(back, n) if n else []
+
+    def pb(dy):
+        if dy is None or n == 0:
+            return plan.finish([None] * n)
+        dy = jax.tree_util.tree_map(
+            lambda d, yy: jnp.zeros_like(yy) if d is None else jnp.asarray(d, jnp.result_type(yy)),
+            dy, y, is_leaf=lambda z: z is None,
+        )
+        cts = back(dy)
+        return plan.finish([c if u else None for c, u in zip(cts, used)])
+
+    return y, pb
+
+
+def _vec_jacobian(J, yshape, xshape):
+    """Zygote's jacobian matrix: rows vec(y), columns vec(x), both column-major."""
+    ny, nx = len(yshape), len(xshape)
+    perm = tuple(reversed(range(ny))) + tuple(ny + k for k in reversed(range(nx)))
+    J = jnp.transpose(J, perm)
+    if nx == 0:
+        return J.reshape(-1)
+    return J.reshape(int(np.prod(yshape)), int(np.prod(xshape)))
+
+
+def withjacobian(f: Callable, *args) -> WithGradient:
+    """`(val, jacobians)`: for an array argument `a`, `J[k, i] = ∂vec(y)[k] / ∂vec(a)[i]`."""
+    plan = _plan(f, args, "jacobian")
+    if not plan.primals:
+        y, _ = plan.fx()
+        return WithGradient(y, plan.finish([]))
+    y, aux = plan.fx(*plan.primals)
+    plan.commit(aux)
+    jac = jax.jacrev(lambda *xs: plan.fx(*xs)[0], argnums=tuple(range(len(plan.primals))))(*plan.primals)
+    yshape = np.shape(y)
+    mats = [_vec_jacobian(J, yshape, np.shape(x)) for J, x in zip(jac, plan.primals)]
+    return WithGradient(y, plan.finish(mats))
+
+
+def jacobian(f: Callable, *args) -> Any:
+    """Zygote's `jacobian`: a tuple with one matrix per argument (rows: outputs, columns: inputs)."""
+    return withjacobian(f, *args).grad
+
+
+def hessian(f: Callable, x) -> Any:
+    """Zygote's `hessian` of a scalar function of one argument, with linear (column-major)
+    indexing: `hessian(lambda x: jnp.sum(x**3), jnp.array([[1., 2], [3, 4]]))` is
+    `diag([6, 18, 12, 24])`. For a number `x` it is a number: `hessian(jnp.sin, jnp.pi / 2) == -1.0`."""
+    plan = _plan(f, (x,), "hessian")
+    if len(plan.primals) != 1:
+        raise TypeError("hessian(f, x): x must be a single number or float array")
+    x0 = plan.primals[0]
+    H = jax.hessian(lambda z: plan.fx(z)[0])(x0)
+    if np.ndim(x0) == 0:  # Zygote: a number for a number, `hessian(sin, pi/2) == -1.0`
+        return jnp.reshape(H, ())
+    return _vec_jacobian(H, np.shape(x0), np.shape(x0))
+
+
+def diaghessian(f: Callable, *args) -> tuple:
+    """The diagonal of the Hessian for each argument, shaped like the argument."""
+    plan = _plan(f, args, "diaghessian")
+    out = []
+    for k, x in enumerate(plan.primals):
+
+        def fk(z, k=k):
+            xs = list(plan.primals)
+            xs[k] = z
+            return plan.fx(*xs)[0]
+
+        H = _vec_jacobian(jax.hessian(fk)(x), np.shape(x), np.shape(x))
+        d = jnp.diagonal(jnp.atleast_2d(H))
+        out.append(d.reshape(tuple(reversed(np.shape(x)))).T if np.ndim(x) else d.reshape(()))
+    return plan.finish(out)

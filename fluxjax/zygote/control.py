@@ -1,0 +1,57 @@
+"""Gradient control: `dropgrad`, `ignore` (`ignore_derivatives`), `hook`, `checkpointed` and `forwarddiff`."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..functors import is_array
+
+
+def dropgrad(x: Any) -> Any:
+    """`x` with no gradient flowing through it (`jax.lax.stop_gradient` on every array)."""
+    return jax.tree_util.tree_map(lambda a: jax.lax.stop_gradient(a) if is_array(a) or isinstance(a, jax.core.Tracer) else a, x)
+
+
+def ignore(f: Any) -> Any:
+    """`ignore(lambda: expr)` runs `expr` and contributes no gradient (ChainRules' `ignore_derivatives`).
+    A non-callable argument is `dropgrad`ged."""
+    return dropgrad(f() if callable(f) and not is_array(f) else f)
+
+
+ignore_derivatives = ignore
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
+def _hook(f, x):
+    return x
+
+
+_hook.defvjp(lambda f, x: (x, None), lambda f, _, dy: (f(dy),))
+
+
+def hook(f: Callable, x: Any) -> Any:
+    """Identity on the forward pass; the gradient of `x` becomes `f(dx)` (Zygote's `hook`)."""
+    return _hook(f, x)
+
+
+def checkpointed(f: Callable, *xs) -> Any:
+    """`f(*xs)` without storing intermediates: recomputed in the backward pass (`jax.checkpoint`)."""
+    return jax.checkpoint(f)(*xs)
+
+
+def forwarddiff(f: Callable, x: Any) -> Any:
+    """`f(x)`, differentiated in forward mode (a Jacobian by `jax.jacfwd`). As in Zygote, gradients
+    of variables `f` closes over are dropped."""
+    x = jnp.asarray(x, jnp.result_type(float)) if not is_array(x) else x
+    x0 = jax.lax.stop_gradient(x)
+    y0 = jax.lax.stop_gradient(f(x0))
+    J = jax.lax.stop_gradient(jax.jacfwd(f)(x0))
+    dx = x - x0
+    lin = jnp.tensordot(J, dx, axes=np.ndim(x)) if np.ndim(x) else J * dx
+    return y0 + lin

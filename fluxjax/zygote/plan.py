@@ -1,0 +1,204 @@
+"""The translation onto `jax.vjp`: a `_Plan` turns `f(args...)` (explicit arguments or implicit `Params`)
+into a pure function of the differentiable values plus the state it writes, runs `jax.vjp` on it (with
+the fallback for Python ints used as sizes) and maps the cotangents back to gradients."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._slots import _NUMBER, PARAM, Slot, walk
+from ..functors import is_float_array, is_layer
+from ..state import Region, commit
+from .implicit import Grads, Params
+from .tangent import _rebuild
+
+
+class _Plan:
+    """`fx(*primals) -> (y, state_writes)` plus how to map cotangents back."""
+
+    def __init__(self, fx, primals, finish, written, ints=()):
+        self.fx, self.primals, self.finish, self.written = fx, primals, finish, written
+        self.ints = tuple(ints)  # leaf indices of the Python ints being differentiated (see _traced)
+
+    def commit(self, values):
+        for slot, v in zip(self.written, values):
+            commit(slot, v)
+
+
+def _make_fx(call, slot_groups, written):
+    def fx(*xs):
+        region = Region(differentiating=True)
+        with region:
+            for slots, x in zip(slot_groups, xs):
+                for s in slots:
+                    region.swap(s, x)
+            y = call()
+            written[:] = region.written.values()
+            vals = [s.get() for s in written]
+        return y, vals
+
+    return fx
+
+
+def _as_primal(v):
+    if isinstance(v, _NUMBER) and not isinstance(v, (bool, np.bool_)):
+        return jnp.asarray(v, dtype=jnp.result_type(float))
+    return v
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+def _explicit_plan(f, args, name, static=frozenset()) -> _Plan:
+    box = list(args)
+    w = walk(box)
+    diff = [
+        i
+        for i, (v, r) in enumerate(zip(w.leaves, w.roles))
+        if r == PARAM
+        and i not in static
+        and (is_float_array(v) or (isinstance(v, _NUMBER) and not isinstance(v, (bool, np.bool_, complex))))
+    ]
+    if not diff:
+        bad = [a for a in args if isinstance(a, (str, bytes)) or callable(a) and not is_layer(a)]
+        if bad:
+            raise TypeError(
+                f"{name}: cannot differentiate with respect to {type(bad[0]).__name__} {bad[0]!r}; "
+                "arguments must be numbers, float arrays, layers or containers of them"
+            )
+    written: list[Slot] = []
+    fx = _make_fx(lambda: f(*box), [[w.slots[i]] for i in diff], written)
+    primals = [_as_primal(w.leaves[i]) for i in diff]
+
+    def finish(grads):
+        by_leaf: list[Any] = [None] * len(w.leaves)
+        for i, g in zip(diff, grads):
+            by_leaf[i] = g
+        return _rebuild(box, by_leaf)
+
+    return _Plan(fx, primals, finish, written, [i for i in diff if _is_int(w.leaves[i])])
+
+
+def _is_implicit(args) -> bool:
+    return len(args) == 1 and isinstance(args[0], Params)
+
+
+def _implicit_plan(f, ps: Params, name) -> _Plan:
+    ps._resolve(f, name)
+    written: list[Slot] = []
+    fx = _make_fx(f, [e.slots for e in ps._entries], written)
+    primals = [e.value() for e in ps._entries]
+    return _Plan(fx, primals, lambda grads: Grads(ps, primals, list(grads)), written)
+
+
+def _plan(f, args, name, static=frozenset()) -> _Plan:
+    if not callable(f):
+        raise TypeError(f"{name}(f, args...): f must be callable, got {type(f).__name__}")
+    return _implicit_plan(f, args[0], name) if _is_implicit(args) else _explicit_plan(f, args, name, static)
+
+
+def _used_inputs(back, n: int) -> list[bool]:
+    """Which inputs the linear (tangent) program of `jax.vjp` reads: the others get `None`."""
+    try:
+        jaxpr = back.jaxpr
+        jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
+        needed = {v for v in jaxpr.outvars if type(v).__name__ == "Var"}
+        for eqn in reversed(jaxpr.eqns):
+            if any(o in needed for o in eqn.outvars):
+                needed.update(v for v in eqn.invars if type(v).__name__ == "Var")
+        used = [v in needed for v in jaxpr.invars]
+        return used if len(used) == n else [True] * n
+    except Exception:  # a jax internals change: fall back to dense zeros
+        return [True] * n
+
+
+def _check_scalar(y, name):
+    if isinstance(y, (tuple, list, dict)):
+        raise TypeError(
+            f"{name}: f returned a {type(y).__name__}, but {name} needs a real scalar. To differentiate "
+            "the first element and keep the rest, use withgradient."
+        )
+    shape = np.shape(y)
+    if shape != ():
+        raise TypeError(
+            f"{name}: f returned an array of shape {shape}, but {name} needs a real scalar "
+            "(a loss). Perhaps you wanted jacobian, or to sum/mean the output."
+        )
+
+
+def _differentiable_output(y) -> bool:
+    return np.issubdtype(getattr(y, "dtype", None) or np.result_type(y), np.inexact)
+
+
+def _run_vjp(plan: _Plan, first_only):
+    fx = plan.fx
+    if first_only:
+
+        def fx(*xs):
+            full, vals = plan.fx(*xs)
+            return _first(full), (full, vals)
+
+    y, back, aux = jax.vjp(fx, *plan.primals, has_aux=True)
+    if first_only:
+        full, aux = aux
+    else:
+        full = y
+    return y, back, full, aux
+
+
+def _traced(f, args, name, first_only):
+    """`jax.vjp` of the plan for `f(*args)`. Python ints are differentiated as numbers, as Zygote does
+    (`gradient(x -> 3x^2 + 2x + 1, 5) == (32,)`), which needs a float tracer in their place; when that
+    makes `f` fail with a `TypeError` (an int used as an index or a size, where Zygote's rules give
+    `nothing`), the ints are held static instead, and then made differentiable again one at a time where
+    `f` allows it. (So `f` runs more than once on that path.)"""
+    plan = _plan(f, args, name)
+    try:
+        return plan, _run_vjp(plan, first_only)
+    except TypeError:
+        if not plan.ints:
+            raise
+    static = frozenset(plan.ints)
+    plan = _plan(f, args, name, static)
+    res = _run_vjp(plan, first_only)  # still failing: not the ints' fault, raise that error
+    for i in sorted(static):
+        trial = static - {i}
+        try:
+            p2 = _plan(f, args, name, trial)
+            r2 = _run_vjp(p2, first_only)
+        except TypeError:
+            continue
+        static, plan, res = trial, p2, r2
+    return plan, res
+
+
+def _vjp(f, args, name, first_only=False, check=True):
+    plan, (y, back, full, aux) = _traced(f, args, name, first_only)
+    if check:
+        _check_scalar(y, name)
+    plan.commit(aux)
+    return plan, y, back, full
+
+
+def _grads(plan: _Plan, y, back, seed=None):
+    n = len(plan.primals)
+    if n == 0 or not _differentiable_output(y):
+        return plan.finish([None] * n)
+    used = _used_inputs(back, n)
+    if not any(used):
+        return plan.finish([None] * n)
+    cts = back(jnp.ones_like(y) if seed is None else seed)
+    return plan.finish([c if u else None for c, u in zip(cts, used)])
+
+
+def _first(y):
+    if isinstance(y, dict):
+        return next(iter(y.values()))
+    if isinstance(y, (tuple, list)):
+        return y[0]
+    return y
