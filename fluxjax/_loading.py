@@ -111,13 +111,13 @@ def state(x: Any) -> Any:
     return ()
 
 
-def array_paths(tree: Any) -> list[tuple[tuple, Any]]:
+def array_paths(tree: Any, keep: Callable[[Any], bool] = is_array) -> list[tuple[tuple, Any]]:
     """`[(path, array)]` for every array in a `state(...)` tree, in order; a path is a tuple of dict keys
-    and integer positions (`("layers", 0, "weight")`)."""
+    and integer positions (`("layers", 0, "weight")`). `keep` picks other leaves instead."""
     out: list[tuple[tuple, Any]] = []
 
     def go(v, p):
-        if is_array(v):
+        if keep(v):
             out.append((p, v))
         elif isinstance(v, dict):
             for k, e in v.items():

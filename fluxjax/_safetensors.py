@@ -215,20 +215,7 @@ def _read_npz(path: str) -> dict[str, np.ndarray]:
 
 
 def _false_keys(model: Any) -> set[str]:
-    out: set[str] = set()
-
-    def go(v, p):
-        if v is False:
-            out.add(_key_name(p))
-        elif isinstance(v, dict):
-            for k, e in v.items():
-                go(e, p + (k,))
-        elif isinstance(v, (list, tuple)):
-            for i, e in enumerate(v):
-                go(e, p + (i,))
-
-    go(state(model), ())
-    return out
+    return {_key_name(p) for p, _ in array_paths(model, keep=lambda v: v is False)}
 
 
 def _substitute(tree: Any, flat: dict[str, Any]) -> Any:
