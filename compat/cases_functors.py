@@ -1,0 +1,258 @@
+"""Layer system, printing, devices and model loading (Flux.jl test/layers/macro.jl, test/layers/show.jl,
+test/functors.jl, test/loading.jl)."""
+
+import jax.numpy as jnp
+import numpy as np
+
+import fluxjax
+from compat._case import case, equal, raises
+from fluxjax import Chain, Dense, Dropout, Scale
+
+
+@fluxjax.layer
+class Duo:
+    def __init__(self, x, y):
+        self.x, self.y = x, y
+
+    def __call__(self, v):
+        return self.y(self.x(v))
+
+
+@fluxjax.layer(trainable=("a", "b"))
+class Trio:
+    def __init__(self, a, b, c):
+        self.a, self.b, self.c = a, b, c
+
+
+@case(
+    names=("@layer", "fmap", "trainable", "gradient", "params"),
+    source="Flux.jl test/layers/macro.jl",
+    julia="""
+    struct Duo{T,S}; x::T; y::S; end
+    @layer Duo
+    struct Trio; a; b; c end
+    @layer Trio trainable=(a,b)
+    m2 = MacroTest.Duo(Dense(2=>2), Chain(Flux.Scale(2), Dropout(0.2)))
+    @test Functors.children(m2) isa NamedTuple{(:x, :y)}
+    @test length(Optimisers.destructure(m2)[1]) == 10
+    m3 = MacroTest.Trio([1.0], [2.0], [3.0])
+    @test Functors.children(m3) isa NamedTuple{(:a, :b, :c)}
+    @test fmap(zero, m3) isa MacroTest.Trio
+    @test Optimisers.trainable(m3) isa NamedTuple{(:a, :b)}
+    @test Optimisers.destructure(m3)[1] == [1, 2]
+    """,
+)
+def case_layer_macro():
+    m2 = Duo(Dense(2, 2), Chain(Scale(2), Dropout(0.2)))
+    assert list(fluxjax.children(m2)) == ["x", "y"]
+    assert sum(int(np.size(p)) for p in fluxjax.params(m2)) == 10  # destructure is missing; params counts the same
+    m3 = Trio(jnp.array([1.0]), jnp.array([2.0]), jnp.array([3.0]))
+    assert list(fluxjax.children(m3)) == ["a", "b", "c"]
+    z = fluxjax.fmap(jnp.zeros_like, m3)
+    assert isinstance(z, Trio)
+    equal(z.c, [0.0])
+    assert list(fluxjax.trainable(m3)) == ["a", "b"]
+    assert [float(p[0]) for p in fluxjax.params(m3)] == [1.0, 2.0]
+    g = fluxjax.gradient(lambda m: jnp.sum(m(jnp.ones(2))), m2)[0]
+    assert g.x.weight.shape == (2, 2)
+
+
+@case(
+    names=("Dense", "Chain"),
+    source="Flux.jl test/layers/show.jl",
+    julia="""
+    toplevel_dense = repr("text/plain", Dense(2,3))
+    @test occursin("Dense(2 => 3)", toplevel_dense)
+    @test occursin("# 9 parameters", toplevel_dense)
+    toplevel_chain = repr("text/plain", Chain(Dense(2,3)))
+    @test occursin("Chain(\\n  Dense(2 => 3)", toplevel_chain)
+    @test occursin("# 9 parameters", toplevel_chain)
+    """,
+)
+def case_show():
+    s = repr(Dense(2, 3))
+    assert "Dense(2 => 3)" in s and "# 9 parameters" in s
+    s = repr(Chain(Dense(2, 3)))
+    assert "Chain(\n  Dense(2 => 3)" in s and "# 9 parameters" in s
+
+
+@case(
+    names=("Chain",),
+    source="Flux.jl test/layers/show.jl",
+    julia="""
+    toplevel_chain = repr("text/plain", Chain(Dense(2,3)))
+    @test !occursin("# Total:", toplevel_chain)
+    """,
+    xfail="printing a Chain with only 2 arrays adds a '# Total: 2 arrays, 9 parameters' line; Flux prints the "
+    "total only for more than 2 arrays",
+)
+def case_show_total():
+    assert "# Total:" not in repr(Chain(Dense(2, 3)))
+
+
+@case(
+    names=("gpu", "cpu"),
+    source="Flux.jl test/functors.jl",
+    julia="""
+    x = rand(Float32, 10, 10)
+    if gpu_device() isa CPUDevice
+        @test x == gpu(x)
+    end
+    """,
+)
+def case_gpu_cpu():
+    import warnings
+
+    import jax
+
+    x = fluxjax.rand32(10, 10)
+    if all(d.platform == "cpu" for d in jax.devices()):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # Flux's gpu also warns once when no GPU backend is loaded
+            equal(fluxjax.gpu(x), x)
+    equal(fluxjax.cpu(x), x)
+
+
+@case(
+    names=("cpu_device", "CPUDevice"),
+    source="Flux.jl test/functors.jl",
+    julia="""
+    dev = Flux.cpu_device()
+    @test typeof(dev) <: Flux.CPUDevice
+    @test dev(x) == x
+    """,
+    xfail="fluxjax has no MLDataDevices API (cpu_device/gpu_device/CPUDevice...); only cpu(x) / gpu(x)",
+)
+def case_cpu_device():
+    dev = fluxjax.cpu_device()
+    x = fluxjax.rand32(3)
+    equal(dev(x), x)
+
+
+@case(
+    names=("loadmodel!", "Chain", "Dense", "relu"),
+    source="Flux.jl test/loading.jl",
+    julia="""
+    m1 = Chain(Dense(10 => 5), Dense(5 => 2, relu))
+    m2 = Chain(Dense(10 => 5), Dense(5 => 2))
+    m4 = Chain(Dense(10 => 6), Dense(6 => 2))
+    Flux.loadmodel!(m1, m2)
+    # trainable parameters copy over
+    @test m1[1].weight == m2[1].weight
+    @test m1[1].bias == m2[1].bias
+    # non-array leaves are untouched
+    @test m1[2].σ == relu
+    # size mismatches throw an error
+    @test_throws DimensionMismatch Flux.loadmodel!(m1, m4)
+    """,
+)
+def case_loadmodel():
+    m1 = Chain(Dense(10, 5), Dense(5, 2, fluxjax.relu))
+    m2 = Chain(Dense(10, 5), Dense(5, 2))
+    fluxjax.loadmodel_(m1, m2)
+    equal(m1[0].weight, m2[0].weight)
+    equal(m1[0].bias, m2[0].bias)
+    assert m1[1].sigma is fluxjax.relu
+    raises(fluxjax.DimensionMismatch, fluxjax.loadmodel_, m1, Chain(Dense(10, 6), Dense(6, 2)))
+
+
+@case(
+    names=("state",),
+    source="Flux.jl test/loading.jl",
+    julia="""
+    @test Flux.state((1, tanh)) == (1, ())
+    @test Flux.state((a=1, b=tanh)) == (; a=1, b=())
+    @test Flux.state(Dict(:a=>1, :b=>tanh)) == Dict(:a=>1, :b=>())
+    """,
+)
+def case_state():
+    assert fluxjax.state((1, jnp.tanh)) == (1, ())
+    assert fluxjax.state({"a": 1, "b": jnp.tanh}) == {"a": 1, "b": ()}
+
+
+@case(
+    names=("loadmodel!", "Chain", "Conv", "BatchNorm", "flatten", "Dropout"),
+    source="Flux.jl test/loading.jl",
+    julia="""
+    # tests for BatchNorm and Dropout
+    m1 = Chain(Conv((3, 3), 3 => 16), BatchNorm(16), Flux.flatten, Dropout(0.2))
+    m2 = Chain(Conv((3, 3), 3 => 16), BatchNorm(16), x -> reshape(x, :, size(x)[end]), Dropout(0.1))
+    m2[2].μ .= rand(Float32, size(m2[2].μ)...)
+    Flux.loadmodel!(m1, m2)
+    # non-trainable parameters are copied as well
+    @test m1[2].μ == m2[2].μ
+    # functions are not copied
+    @test m1[3] == Flux.flatten
+    # dropout rate is not copied
+    @test m1[4].p == 0.2
+    """,
+)
+def case_loadmodel_state():
+    from fluxjax import BatchNorm, Conv
+
+    m1 = Chain(Conv((3, 3), (3, 16)), BatchNorm(16), fluxjax.flatten, Dropout(0.2))
+    m2 = Chain(Conv((3, 3), (3, 16)), BatchNorm(16), lambda x: x.reshape((-1, x.shape[-1]), order="F"), Dropout(0.1))
+    m2[1].mu = fluxjax.rand32(16)
+    fluxjax.loadmodel_(m1, m2)
+    equal(m1[1].mu, m2[1].mu)
+    assert m1[2] is fluxjax.flatten
+    assert m1[3].p == 0.2
+
+
+@case(
+    names=("loadmodel!", "ones32", "zeros32", "randn32", "Chain", "Dense", "Parallel"),
+    source="Flux.jl test/loading.jl",
+    julia="""
+    m5 = Chain(Dense(10 => 5), Parallel(+, Dense(Flux.ones32(2, 5), false), Dense(5 => 2)))
+    m6 = Chain(Dense(10 => 5), Parallel(+, Dense(5 => 2), Dense(5 => 2)))
+    Flux.loadmodel!(m5, m6)
+    # more complex nested structures also work
+    @test m5[1].weight == m6[1].weight
+    @test m5[2][1].weight == m6[2][1].weight
+    # false bias is not overwritten
+    @test m5[2][1].bias == false
+    @testset "loadmodel! & absent bias" begin
+      m0 = Chain(Dense(2 => 3; bias=false, init = Flux.ones32), Dense(3 => 1))
+      m1 = Chain(Dense(2 => 3; bias = Flux.randn32(3)), Dense(3 => 1))
+      m2 = Chain(Dense(Float32[1 2; 3 4; 5 6], Float32[7, 8, 9]), Dense(3 => 1))
+      Flux.loadmodel!(m1, m2)
+      @test m1[1].bias == 7:9
+      @test sum(m1[1].weight) == 21
+      # load from a model without bias -- should ideally recognise the `false` but `Params` doesn't store it
+      m1 = Flux.loadmodel!(m1, m0)
+      @test iszero(m1[1].bias)
+      @test sum(m1[1].weight) == 6  # written before error
+    # loading into tied weights with absent parameter is okay when the dst == zero
+    b = Flux.zeros32(5)
+    m1 = Chain(Dense(10 => 5; bias = b), Dense(5 => 5; bias = b))
+    m2 = Chain(Dense(10 => 5; bias = Flux.zeros32(5)), Dense(5 => 5; bias = false))
+    Flux.loadmodel!(m1, m2)
+    @test m1[1].bias === m1[2].bias
+    @test iszero(m1[1].bias)
+    """,
+)
+def case_loadmodel_nested_and_bias():
+    from fluxjax import Parallel
+
+    add = lambda a, b: a + b
+    m5 = Chain(Dense(10, 5), Parallel(add, Dense(fluxjax.ones32(2, 5), False), Dense(5, 2)))
+    m6 = Chain(Dense(10, 5), Parallel(add, Dense(5, 2), Dense(5, 2)))
+    fluxjax.loadmodel_(m5, m6)
+    equal(m5[0].weight, m6[0].weight)
+    equal(m5[1][0].weight, m6[1][0].weight)
+    assert m5[1][0].bias is False
+    m0 = Chain(Dense(2, 3, bias=False, init=fluxjax.ones32), Dense(3, 1))
+    m1 = Chain(Dense(2, 3, bias=fluxjax.randn32(3)), Dense(3, 1))
+    m2 = Chain(Dense(jnp.float32([[1, 2], [3, 4], [5, 6]]), jnp.float32([7, 8, 9])), Dense(3, 1))
+    fluxjax.loadmodel_(m1, m2)
+    equal(m1[0].bias, [7, 8, 9])
+    assert float(jnp.sum(m1[0].weight)) == 21
+    m1 = fluxjax.loadmodel_(m1, m0)
+    equal(m1[0].bias, np.zeros(3))
+    assert float(jnp.sum(m1[0].weight)) == 6
+    b = fluxjax.zeros32(5)
+    m1 = Chain(Dense(10, 5, bias=b), Dense(5, 5, bias=b))
+    m2 = Chain(Dense(10, 5, bias=fluxjax.zeros32(5)), Dense(5, 5, bias=False))
+    fluxjax.loadmodel_(m1, m2)
+    assert m1[0].bias is m1[1].bias
+    equal(m1[0].bias, np.zeros(5))

@@ -1,0 +1,722 @@
+# ruff: noqa: E501  (Julia test lines are quoted verbatim)
+"""NNlib cases (NNlib.jl test/activations.jl, softmax.jl, conv.jl, pooling.jl, padding.jl,
+batchedmul.jl, testsuite/upsample.jl), as re-exported by Flux.
+
+NNlib's tests use Float64 scalars and `==`; fluxjax computes in float32, so `==` becomes `≈` at float32
+precision (rtol 1e-6) and the values are NNlib's.
+"""
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import fluxjax
+from compat._case import case, close, equal, jl, rows
+from fluxjax import nnlib as N
+
+ACT = "NNlib.jl test/activations.jl"
+S = lambda x: 1 / (1 + math.exp(-x))  # noqa: E731
+HS = lambda x: max(0.0, min(1.0, (x + 3) / 6))  # noqa: E731
+SELU_L, SELU_A = 1.0507009873554804934193349852946, 1.6732632423543772848170429916717
+
+# name -> (fluxjax function, Julia lines, expected f(0.0), f(1.0), f(-1.0)); None means "checked separately"
+ACTIVATIONS = {
+    "σ": (N.sigmoid, "@test sigmoid(0.0) == 0.5\n@test sigmoid(1.0) == 1.0 / (1.0 + exp(-1.0))\n"
+          "@test sigmoid(-1.0) == exp(-1.0) / (1.0 + exp(-1.0))", (0.5, S(1.0), math.exp(-1) / (1 + math.exp(-1)))),
+    "hardσ": (N.hardsigmoid, "@test hardsigmoid(0.0) == 0.5\n@test hardsigmoid(1.0) == max(0,min(1, (1 + 3)/6))\n"
+              "@test hardsigmoid(-1.0) == max(0,min(1,(-1+3)/6 ))", (0.5, HS(1.0), HS(-1.0))),
+    "hardtanh": (N.hardtanh, "@test hardtanh(0.0) == 0.0\n@test hardtanh(1.0) == 1.0\n@test hardtanh(-1.0) == -1.0", (0.0, 1.0, -1.0)),
+    "relu": (N.relu, "@test relu(0.0) == 0.0\n@test relu(1.0) == 1.0\n@test relu(-1.0) == 0.0", (0.0, 1.0, 0.0)),
+    "leakyrelu": (N.leakyrelu, "@test leakyrelu(0.0) == 0.0\n@test leakyrelu(1.0) == 1.0\n@test leakyrelu(-1.0) == -0.01",
+                  (0.0, 1.0, -0.01)),
+    "relu6": (N.relu6, "@test relu6(0.0) == 0.0\n@test relu6(1.0) == 1.0\n@test relu6(-1.0) == 0.0", (0.0, 1.0, 0.0)),
+    "elu": (N.elu, "@test elu(0.0) == 0.0\n@test elu(1.0) == 1.0\n@test elu(-1.0) == exp(-1.0) - 1.0", (0.0, 1.0, math.exp(-1) - 1)),
+    "gelu": (N.gelu, "@test gelu(0.0) == 0.0\n@test gelu(1.0) ≈ 0.8411919906082768\n@test gelu(-1.0) ≈ -0.15880800939172324",
+             (0.0, 0.8411919906082768, -0.15880800939172324)),
+    "gelu_tanh": (N.gelu_tanh, "@test gelu_tanh(0.0) == 0.0\n@test gelu_tanh(1.0) ≈ 0.8411919906082768\n"
+                  "@test gelu_tanh(-1.0) ≈ -0.15880800939172324", (0.0, 0.8411919906082768, -0.15880800939172324)),
+    "gelu_sigmoid": (N.gelu_sigmoid, "@test gelu_sigmoid(0.0) == 0.0\n@test gelu_sigmoid(1.0) ≈ 0.8411919906082768\n"
+                     "@test gelu_sigmoid(-1.0) ≈ -0.15880800939172324", (0.0, 0.8411919906082768, -0.15880800939172324)),
+    "gelu_erf": (N.gelu_erf, "@test gelu_erf(0.0) == 0.0\n@test gelu_erf(1.0) == 0.8413447460685429\n"
+                 "@test gelu_erf(-1.0) == -0.15865525393145707", (0.0, 0.8413447460685429, -0.15865525393145707)),
+    "swish": (N.swish, "@test swish(0.0) == 0.0\n@test swish(1.0) == sigmoid(1.0)\n@test swish(-1.0) == -sigmoid(-1.0)",
+              (0.0, S(1.0), -S(-1.0))),
+    "hardswish": (N.hardswish, "@test hardswish(0.0) == 0.0\n@test hardswish(1.0) == hardsigmoid(1.0)\n"
+                  "@test hardswish(-1.0) == -hardsigmoid(-1.0)", (0.0, HS(1.0), -HS(-1.0))),
+    "lisht": (N.lisht, "@test lisht(0.0) == 0.0\n@test lisht(1.0) ≈ 1.0 * tanh(1.0)\n@test lisht(-1.0) ≈ -1.0 * tanh(-1.0)",
+              (0.0, math.tanh(1), math.tanh(1))),
+    "softplus": (N.softplus, "@test softplus(0.0) ≈ log(2.0)\n@test softplus(1.0) ≈ log(exp(1.0) + 1.0)\n"
+                 "@test softplus(-1.0) ≈ log(exp(-1.0) + 1.0)", (math.log(2), math.log(math.e + 1), math.log(math.exp(-1) + 1))),
+    "softsign": (N.softsign, "@test softsign(0.0) == 0.0\n@test softsign(1.0) == 0.5\n@test softsign(-1.0) == -0.5", (0.0, 0.5, -0.5)),
+    "selu": (N.selu, "@test selu(0.0) == 0.0\n@test selu(1.0) == 1.0507009873554804934193349852946\n"
+             "@test selu(-1.0) ≈ 1.0507009873554804934193349852946 * 1.6732632423543772848170429916717 * (exp(-1.0) - 1.0)",
+             (0.0, SELU_L, SELU_L * SELU_A * (math.exp(-1) - 1))),
+    "celu": (N.celu, "@test celu(0.0) == 0.0\n@test celu(1.0) == 1.0\n@test celu(-1.0) == exp(-1.0) - 1", (0.0, 1.0, math.exp(-1) - 1)),
+    "trelu": (N.trelu, "@test trelu(0.0) == 0.0\n@test trelu(1.0) == 0.0\n@test trelu(-1.0) == 0.0", (0.0, 0.0, 0.0)),
+    "logcosh": (N.logcosh, "@test logcosh(0.0) == log(cosh(0.0))\n@test logcosh(1.0) ≈ log(cosh(1.0))",
+                (0.0, math.log(math.cosh(1)), math.log(math.cosh(-1)))),
+    "mish": (N.mish, "@test mish(0.0) == 0.0\n@test mish(1.0) ≈ tanh(log(1.0 + exp(1.0)))\n"
+             "@test mish(-1.0) ≈ -tanh(log(1.0 + exp(-1.0)))", (0.0, math.tanh(math.log(1 + math.e)), -math.tanh(math.log(1 + math.exp(-1))))),
+    "tanhshrink": (N.tanhshrink, "@test tanhshrink(0.0) == 0.0\n@test tanhshrink(1.0) ≈ 0.23840584404423515\n"
+                   "@test tanhshrink(-1.0) ≈ -0.23840584404423515", (0.0, 0.23840584404423515, -0.23840584404423515)),
+    "softshrink": (N.softshrink, "@test softshrink(0.0) == 0.0\n@test softshrink(1.0) == 0.5\n@test softshrink(-1.0) == -0.5",
+                   (0.0, 0.5, -0.5)),
+}
+ALIASES = {"sigmoid": "σ", "hardsigmoid": "hardσ"}
+
+
+def _activation_case(jname, fn, julia, want):
+    def run():
+        for x, w in zip((0.0, 1.0, -1.0), want):
+            close(fn(jnp.float32(x)), w, rtol=1e-6, atol=1e-7)
+
+    run.__name__ = "case_act_" + {"σ": "sigmoid", "hardσ": "hardsigmoid"}.get(jname, jname)
+    names = (jname,) + tuple(a for a, b in ALIASES.items() if b == jname)
+    case(names=names, source=ACT, julia=julia)(run)
+
+
+for _j, (_fn, _jl, _want) in ACTIVATIONS.items():
+    _activation_case(_j, _fn, _jl, _want)
+
+
+@case(
+    names=("rrelu",),
+    source=ACT,
+    julia="""
+    @test rrelu(0.0) == 0.0
+    @test rrelu(1.0) == 1.0
+    @test -1/3.0 <= rrelu(-1.0) <= -1/8.0
+    """,
+)
+def case_act_rrelu():
+    close(N.rrelu(jnp.float32(0.0)), 0.0)
+    close(N.rrelu(jnp.float32(1.0)), 1.0)
+    v = float(N.rrelu(jnp.float32(-1.0)))
+    assert -1 / 3 - 1e-7 <= v <= -1 / 8 + 1e-7
+
+
+@case(
+    names=("logσ", "logsigmoid"),
+    source=ACT,
+    julia="""
+    @test logsigmoid(-1.0) ≈ log(sigmoid(-1.0))   # logσ(x) = -softplus(-x)
+    xs = randn(10,10)
+    @test logsigmoid.(xs) ≈ log.(sigmoid.(xs))
+    for T in [:Float32, :Float64]
+        @eval @test logsigmoid.($T[-100_000, 100_000.]) ≈ $T[-100_000, 0.]
+    end
+    """,
+)
+def case_act_logsigmoid():
+    xs = np.random.default_rng(0).standard_normal((10, 10)).astype(np.float32)
+    close(N.logsigmoid(xs), np.log(1 / (1 + np.exp(-xs.astype(np.float64)))), rtol=1e-5)
+    close(N.logsigmoid(np.float32([-100_000, 100_000.0])), [-100_000, 0.0])
+
+
+@case(
+    names=("tanh_fast", "sigmoid_fast"),
+    source="NNlib.jl test/activations.jl (\"fast\" testset)",
+    julia="""
+    @test tanh_fast.(x) ≈ tanh.(x)   # x in -3:0.1:3, Float32 and Float64
+    @test sigmoid_fast.(x) ≈ sigmoid.(x)
+    """,
+)
+def case_act_fast():
+    x = np.arange(-3, 3.05, 0.1, dtype=np.float32)
+    close(N.tanh_fast(x), np.tanh(x), rtol=1e-5, atol=1e-6)
+    close(N.sigmoid_fast(x), 1 / (1 + np.exp(-x)), rtol=1e-5, atol=1e-6)
+
+
+@case(
+    names=("softmax", "logsoftmax"),
+    source="NNlib.jl test/softmax.jl",
+    julia="""
+    @test softmax(Int[0, 0]) == [0.5, 0.5]
+    xs = rand(5, 5)
+    @test all(sum(softmax(xs), dims = 1) .≈ 1)
+    @test all(sum(softmax(xs; dims = 2), dims = 2) .≈ 1)
+    @test log.(softmax(xs; dims = 2)) ≈ logsoftmax(xs; dims = 2)
+    xs = [-100_000.0, -100_000.0]
+    @test softmax(xs) ≈ [0.5, 0.5]
+    @test logsoftmax(xs) ≈ log.([0.5, 0.5])
+    xs = Float32[1, 2, 3000.0]
+    @test softmax(xs) ≈ [0, 0, 1]
+    @test logsoftmax(xs) ≈ [-2999, -2998, 0]
+    """,
+)
+def case_softmax():
+    close(N.softmax(np.array([0, 0])), [0.5, 0.5])
+    xs = np.asarray(fluxjax.rand32(5, 5))
+
+    @jax.jit  # one compilation for the whole block
+    def block(xs):
+        big = jnp.float32([-100_000, -100_000])
+        far = jnp.float32([1, 2, 3000])
+        return (jnp.sum(N.softmax(xs), axis=0), jnp.sum(N.softmax(xs, dims=1), axis=1), jnp.log(N.softmax(xs, dims=1)),
+                N.logsoftmax(xs, dims=1), N.softmax(big), N.logsoftmax(big), N.softmax(far), N.logsoftmax(far))
+
+    s0, s1, logs, lsm, sb, lsb, sf, lsf = block(xs)
+    close(s0, np.ones(5))
+    close(s1, np.ones(5))
+    close(logs, lsm, rtol=1e-5)
+    close(sb, [0.5, 0.5])
+    close(lsb, np.log([0.5, 0.5]))
+    close(sf, [0, 0, 1])
+    close(lsf, [-2999, -2998, 0])
+
+
+@case(
+    names=("logsumexp", "logsoftmax"),
+    source="NNlib.jl test/softmax.jl",
+    julia="""
+    flogsoft(x; dims) = mean(x .- logsoftmax(x; dims = dims), dims = dims)
+    x = rand(3, 4)
+    @test logsumexp(x) ≈ flogsoft(x, dims = :)
+    @test logsumexp(x; dims = 1) ≈ flogsoft(x, dims = 1)
+    """,
+)
+def case_logsumexp():
+    x = np.asarray(fluxjax.rand32(3, 4))
+    flogsoft = lambda x, dims: np.mean(x - np.asarray(N.logsoftmax(x, dims=dims)), axis=dims, keepdims=True)
+    close(N.logsumexp(x), np.mean(x - np.asarray(N.logsoftmax(x, dims=(0, 1)))))
+    close(np.reshape(N.logsumexp(x, dims=0), (1, 4)), flogsoft(x, 0))
+
+
+CONV = "NNlib.jl test/conv.jl"
+
+
+@case(
+    names=("conv",),
+    source=CONV,
+    julia="""
+    # rank 1: x = reshape(Float64[1:5;], 5, 1, 1), w = reshape(Float64[1:2;], 2, 1, 1)
+    "y_pad"  => [1, 4,  7, 10, 13, 10.],
+    "y_dil"  => [5, 8, 11.],
+    "y_flip" => [5, 8, 11, 14.],
+    y_plain = y_pad[2:end-1]
+    @test isapprox(ddims(conv(x, w, cdims)), y_plain, rtol = 1.0e-7)
+    cdims = DenseConvDims(x, w; padding=1);   @test ... ≈ y_pad
+    cdims = DenseConvDims(x, w; dilation=2);  @test ... ≈ y_dil
+    cdims = DenseConvDims(x, w; flipkernel=true); @test ... ≈ y_flip
+    """,
+)
+def case_conv_1d():
+    x = jl(range(1, 6), (5, 1, 1), np.float32)
+    w = jl(range(1, 3), (2, 1, 1), np.float32)
+    close(N.conv(x, w)[:, 0, 0], [4, 7, 10, 13])
+    close(N.conv(x, w, pad=1)[:, 0, 0], [1, 4, 7, 10, 13, 10])
+    close(N.conv(x, w, dilation=2)[:, 0, 0], [5, 8, 11])
+    close(N.conv(x, w, flipped=True)[:, 0, 0], [5, 8, 11, 14])
+    close(N.crosscor(x, w)[:, 0, 0], [5, 8, 11, 14])
+
+
+@case(
+    names=("conv",),
+    source=CONV,
+    julia="""
+    # rank 2: x = reshape(Float64[1:20;], 5, 4, 1, 1), w = reshape(Float64[1:4;], 2, 2, 1, 1)
+    "y_pad" => [
+        1  9  29  49  48;
+        4 29  79 129 115;
+        7 39  89 139 122;
+        10 49  99 149 129;
+        13 59 109 159 136;
+        10 40  70 100  80.
+    ],
+    "y_flip" => [
+        51  101  151;
+        61  111  161;
+        71  121  171;
+        81  131  181.
+    ],
+    """,
+)
+def case_conv_2d():
+    x = jl(range(1, 21), (5, 4, 1, 1), np.float32)
+    w = jl(range(1, 5), (2, 2, 1, 1), np.float32)
+    y_pad = rows([1, 9, 29, 49, 48], [4, 29, 79, 129, 115], [7, 39, 89, 139, 122], [10, 49, 99, 149, 129],
+                 [13, 59, 109, 159, 136], [10, 40, 70, 100, 80])
+    close(N.conv(x, w, pad=1)[:, :, 0, 0], y_pad)
+    close(N.conv(x, w, flipped=True)[:, :, 0, 0], rows([51, 101, 151], [61, 111, 161], [71, 121, 171], [81, 131, 181]))
+
+
+@case(
+    names=("∇conv_data", "∇conv_filter"),
+    source=CONV,
+    julia="""
+    "dx"        => [ 8, 18, 27, 36, 13.],
+    "dw"        => [134, 100.],
+    dy = NNlib.conv(x, w, cdims)
+    @test isapprox(ddims(∇conv_filter(x, dy, cdims)), dw, rtol = 1.0e-7)
+    @test isapprox(ddims(∇conv_data(dy, w, cdims)), dx, rtol = 1.0e-7)
+    """,
+    xfail="fluxjax.nnlib has no ∇conv_data / ∇conv_filter (spelled grad_conv_data / grad_conv_filter)",
+)
+def case_conv_grads():
+    x = jl(range(1, 6), (5, 1, 1), np.float32)
+    w = jl(range(1, 3), (2, 1, 1), np.float32)
+    dy = N.conv(x, w)
+    close(N.grad_conv_filter(x, dy, w.shape)[:, 0, 0], [134, 100])
+    close(N.grad_conv_data(dy, w, x.shape)[:, 0, 0], [8, 18, 27, 36, 13])
+
+
+@case(
+    names=("conv", "gradient"),
+    source=CONV,
+    julia="""
+    # the same known answers, through AD: the pullback of conv is ∇conv_data / ∇conv_filter
+    "dx"        => [ 8, 18, 27, 36, 13.],
+    "dw"        => [134, 100.],
+    dy = NNlib.conv(x, w, cdims)   # = [4, 7, 10, 13]
+    """,
+)
+def case_conv_pullback():
+    x = jl(range(1, 6), (5, 1, 1), np.float32)
+    w = jl(range(1, 3), (2, 1, 1), np.float32)
+    y, back = fluxjax.pullback(lambda x, w: N.conv(x, w), x, w)
+    dx, dw = back(y)
+    close(dx[:, 0, 0], [8, 18, 27, 36, 13])
+    close(dw[:, 0, 0], [134, 100])
+
+
+@case(
+    names=("depthwiseconv",),
+    source=CONV,
+    julia="""
+    @testset "Depthwise Convolution" begin
+        # Pull out known-good answers for y = depthwiseconv(x, w)
+        y_pad = conv_answer_dict[rank]["y_pad"]   # rank 1: [1, 4, 7, 10, 13, 10.]
+        y_plain = y_pad[2:end-1]
+        x = reshape(Float64[1:prod(size(dx));], size(dx)..., 1, 1)
+        w = reshape(Float64[1:prod(size(dw));], size(dw)..., 1, 1)
+        @test isapprox(ddims(depthwiseconv(x, w, cdims)), y_plain, rtol = 1.0e-7)
+        cdims = DepthwiseConvDims(x, w; padding=1);  @test ... ≈ y_pad
+    """,
+)
+def case_nnlib_depthwiseconv():
+    x = jl(range(1, 6), (5, 1, 1), np.float32)
+    w = jl(range(1, 3), (2, 1, 1), np.float32)
+    close(N.depthwiseconv(x, w)[:, 0, 0], [4, 7, 10, 13])
+    close(N.depthwiseconv(x, w, pad=1)[:, 0, 0], [1, 4, 7, 10, 13, 10])
+
+
+@case(
+    names=("maxpool", "meanpool"),
+    source="NNlib.jl test/pooling.jl",
+    julia="""
+    # x = reshape(Float64[1:prod(size(dx));], size(dx)..., 1, 1)
+    maxpool_answer_dict = Dict(
+        1 => Dict("y" => [2, 4.], "y_nostride" => [2, 3, 4, 5.], "y_pad" => [1, 3, 5.]),
+        2 => Dict("y" => [7 17.; 9 19.], "y_pad" => [1 11 16; 3 13 18; 5 15 20.]))
+    meanpool_answer_dict: 1 => "y" => [1.5, 3.5], "y_nostride" => [1.5, 2.5, 3.5, 4.5], "y_pad" => [0.5, 2.5, 4.5]
+    pdims = PoolDims(x, 2);            @test ddims(pool(x, pdims)) ≈ y
+    pdims = PoolDims(x, 2; stride=1);  @test ddims(pool(x, pdims)) ≈ y_nostride
+    pdims = PoolDims(x, 2; padding=1); @test ddims(pool(x, pdims)) ≈ y_pad
+    """,
+)
+def case_pool_known_answers():
+    x = jl(range(1, 6), (5, 1, 1), np.float32)
+    close(N.maxpool(x, (2,))[:, 0, 0], [2, 4])
+    close(N.maxpool(x, (2,), stride=1)[:, 0, 0], [2, 3, 4, 5])
+    close(N.maxpool(x, (2,), pad=1)[:, 0, 0], [1, 3, 5])
+    close(N.meanpool(x, (2,))[:, 0, 0], [1.5, 3.5])
+    close(N.meanpool(x, (2,), stride=1)[:, 0, 0], [1.5, 2.5, 3.5, 4.5])
+    close(N.meanpool(x, (2,), pad=1)[:, 0, 0], [0.5, 2.5, 4.5])
+    x = jl(range(1, 21), (5, 4, 1, 1), np.float32)
+    close(N.maxpool(x, (2, 2))[:, :, 0, 0], rows([7, 17], [9, 19]))
+    close(N.maxpool(x, (2, 2), pad=1)[:, :, 0, 0], rows([1, 11, 16], [3, 13, 18], [5, 15, 20]))
+
+
+@case(
+    names=("lpnormpool",),
+    source="NNlib.jl test/pooling.jl",
+    julia="""
+    lpnormpool_answer_dict = Dict(
+        1 => Dict(
+            "y"           => [2.019312856150994, 4.221163518110637],
+            "y_nostride"  => [2.080083823051904, 3.2710663101885897, 4.497941445275415, 5.738793548317167],
+            "y_pad"       => [1.0, 3.605551275463989, 6.4031242374328485],
+            "p"           => 4.5, "p_nostride"  => 3.0, "p_pad"       => 2.0),
+    x = reshape(Float64[1:prod(size(dx));], size(dx)..., 1, 1)
+    pdims = PoolDims(x, 2);            y_hat = pool(x, pdims; p=p);  @test ddims(y_hat) ≈ y atol = 1e-3
+    pdims = PoolDims(x, 2; stride=1);  y_hat = pool(x, pdims; p=p_nostride)
+    pdims = PoolDims(x, 2; padding=1); y_hat = pool(x, pdims; p=p_pad)
+    """,
+)
+def case_lpnormpool():
+    x = jl(range(1, 6), (5, 1, 1), np.float32)
+    close(N.lpnormpool(x, 4.5, (2,))[:, 0, 0], [2.019312856150994, 4.221163518110637], atol=1e-3)
+    close(N.lpnormpool(x, 3.0, (2,), stride=1)[:, 0, 0], [2.080083823051904, 3.2710663101885897, 4.497941445275415, 5.738793548317167],
+          atol=1e-3)
+    close(N.lpnormpool(x, 2.0, (2,), pad=1)[:, 0, 0], [1.0, 3.605551275463989, 6.4031242374328485], atol=1e-3)
+
+
+PAD = "NNlib.jl test/padding.jl"
+R9 = jl(range(1, 10), (3, 3), np.int64)
+
+
+@case(
+    names=("pad_constant", "pad_zeros"),
+    source=PAD,
+    julia="""
+    x = rand(2, 2, 2)
+    y = pad_constant(x, (3, 2, 4))
+    @test size(y) == (8, 6, 10)
+    @test y[4:5, 3:4, 5:6] ≈ x
+    y[4:5, 3:4, 5:6] .= 0
+    @test all(y .== 0)
+    @test pad_constant(x, (3, 2, 4)) ≈ pad_zeros(x, (3, 2, 4))
+    @test pad_zeros(x, 2) ≈ pad_zeros(x, (2,2,2))
+    y = pad_constant(x, (3, 2, 4, 5), 1.2, dims = (1,3))
+    @test size(y) == (7, 2, 11)
+    @test y[4:5, 1:2, 5:6] ≈ x
+    @test size(pad_constant(x, 1, dims = 1)) == (4,2,2)
+    @test all(pad_zeros(randn(2), (1, 2))[[1, 4, 5]] .== 0)
+    """,
+)
+def case_pad_constant():
+    x = np.asarray(fluxjax.rand32(2, 2, 2)) + 0.5
+    y = np.array(N.pad_constant(x, (3, 2, 4)))
+    assert y.shape == (8, 6, 10)
+    close(y[3:5, 2:4, 4:6], x)
+    y[3:5, 2:4, 4:6] = 0
+    assert np.all(y == 0)
+    close(N.pad_constant(x, (3, 2, 4)), N.pad_zeros(x, (3, 2, 4)))
+    close(N.pad_zeros(x, 2), N.pad_zeros(x, (2, 2, 2)))
+    y = N.pad_constant(x, (3, 2, 4, 5), 1.2, dims=(0, 2))
+    assert y.shape == (7, 2, 11)
+    close(y[3:5, 0:2, 4:6], x)
+    assert N.pad_constant(x, 1, dims=0).shape == (4, 2, 2)
+    assert np.all(np.asarray(N.pad_zeros(np.float32([0.3, -0.7]), (1, 2)))[[0, 3, 4]] == 0)
+
+
+@case(
+    names=("pad_repeat",),
+    source=PAD,
+    julia="""
+    @test pad_repeat(reshape(1:9, 3, 3), (1,2)) ==
+        [1  4  7
+         1  4  7
+         2  5  8
+         3  6  9
+         3  6  9
+         3  6  9]
+    @test pad_repeat(reshape(1:9, 3, 3), (2,2), dims=2) ==
+        [1  1  1  4  7  7  7
+         2  2  2  5  8  8  8
+         3  3  3  6  9  9  9]
+    """,
+)
+def case_pad_repeat():
+    equal(N.pad_repeat(R9, (1, 2)), rows([1, 4, 7], [1, 4, 7], [2, 5, 8], [3, 6, 9], [3, 6, 9], [3, 6, 9], dtype=np.int64))
+    equal(N.pad_repeat(R9, (2, 2), dims=1), rows([1, 1, 1, 4, 7, 7, 7], [2, 2, 2, 5, 8, 8, 8], [3, 3, 3, 6, 9, 9, 9], dtype=np.int64))
+
+
+@case(
+    names=("pad_reflect",),
+    source=PAD,
+    julia="""
+    y = pad_reflect(reshape(1:9, 3, 3), (2,2), dims=2)
+    @test y == [7  4  1  4  7  4  1
+                8  5  2  5  8  5  2
+                9  6  3  6  9  6  3]
+    y = pad_reflect(reshape(1:9, 3, 3), (2,2,2,2))
+    @test y == [9  6  3  6  9  6  3
+                8  5  2  5  8  5  2
+                7  4  1  4  7  4  1
+                8  5  2  5  8  5  2
+                9  6  3  6  9  6  3
+                8  5  2  5  8  5  2
+                7  4  1  4  7  4  1]
+    """,
+)
+def case_pad_reflect():
+    equal(N.pad_reflect(R9, (2, 2), dims=1), rows([7, 4, 1, 4, 7, 4, 1], [8, 5, 2, 5, 8, 5, 2], [9, 6, 3, 6, 9, 6, 3], dtype=np.int64))
+    a, b, c = [9, 6, 3, 6, 9, 6, 3], [8, 5, 2, 5, 8, 5, 2], [7, 4, 1, 4, 7, 4, 1]
+    equal(N.pad_reflect(R9, (2, 2, 2, 2)), rows(a, b, c, b, a, b, c, dtype=np.int64))
+
+
+@case(
+    names=("pad_symmetric",),
+    source=PAD,
+    julia="""
+    y = pad_symmetric(reshape(1:9, 3, 3), (2,2), dims=2)
+    @test y == [4  1  1  4  7  7  4
+                5  2  2  5  8  8  5
+                6  3  3  6  9  9  6]
+    x = reshape(1:9, 3, 3, 1, 1)
+    @test NNlib.pad_symmetric(x, (1, 0, 1, 0); dims=1:2) == [
+        1 1 4 7;
+        1 1 4 7;
+        2 2 5 8;
+        3 3 6 9;;;;]
+    """,
+)
+def case_pad_symmetric():
+    equal(N.pad_symmetric(R9, (2, 2), dims=1), rows([4, 1, 1, 4, 7, 7, 4], [5, 2, 2, 5, 8, 8, 5], [6, 3, 3, 6, 9, 9, 6], dtype=np.int64))
+    y = N.pad_symmetric(R9.reshape(3, 3, 1, 1), (1, 0, 1, 0), dims=(0, 1))
+    equal(y[:, :, 0, 0], rows([1, 1, 4, 7], [1, 1, 4, 7], [2, 2, 5, 8], [3, 3, 6, 9], dtype=np.int64))
+
+
+@case(
+    names=("pad_circular",),
+    source=PAD,
+    julia="""
+    y = pad_circular(reshape(1:9, 3, 3), (2,2), dims=2)
+    @test y == [4  7  1  4  7  1  4
+                5  8  2  5  8  2  5
+                6  9  3  6  9  3  6]
+    y = pad_circular(reshape(1:9, 3, 3), (2,2,2,2))
+    @test y == [5  8  2  5  8  2  5
+                6  9  3  6  9  3  6
+                4  7  1  4  7  1  4
+                5  8  2  5  8  2  5
+                6  9  3  6  9  3  6
+                4  7  1  4  7  1  4
+                5  8  2  5  8  2  5]
+    """,
+)
+def case_pad_circular():
+    equal(N.pad_circular(R9, (2, 2), dims=1), rows([4, 7, 1, 4, 7, 1, 4], [5, 8, 2, 5, 8, 2, 5], [6, 9, 3, 6, 9, 3, 6], dtype=np.int64))
+    a, b, c = [5, 8, 2, 5, 8, 2, 5], [6, 9, 3, 6, 9, 3, 6], [4, 7, 1, 4, 7, 1, 4]
+    equal(N.pad_circular(R9, (2, 2, 2, 2)), rows(a, b, c, a, b, c, a, dtype=np.int64))
+
+
+UPS = "NNlib.jl test/testsuite/upsample.jl"
+
+
+@case(
+    names=("upsample_nearest",),
+    source=UPS,
+    julia="""
+    x = device(reshape(T[1 2; 3 4], (2,2,1,1)))
+    @test cpu(upsample_nearest(x, (3,3)))[1,:] == [1,1,1, 2,2,2]
+    y = upsample_nearest(x, (2,3))
+    @test size(y) == (4,6,1,1)
+    y2 = upsample_nearest(x, size=(4,6))
+    @test cpu(y) ≈ cpu(y2)
+    """,
+)
+def case_upsample_nearest():
+    x = rows([1, 2], [3, 4], dtype=np.float32).reshape(2, 2, 1, 1)
+    equal(N.upsample_nearest(x, (3, 3))[0, :, 0, 0], [1, 1, 1, 2, 2, 2])
+    y = N.upsample_nearest(x, (2, 3))
+    assert y.shape == (4, 6, 1, 1)
+    close(N.upsample_nearest(x, size=(4, 6)), y)
+
+
+@case(
+    names=("upsample_linear",),
+    source=UPS,
+    julia="""
+    x = T[1,2,3,4]
+    x = hcat(x,x,x)[:,:,:]
+    y = collect(1:1//3:4)
+    y = hcat(y,y,y)[:,:,:]
+    @test y ≈ cpu(upsample_linear(xd, 2.5))
+    @test y ≈ cpu(upsample_linear(xd; size=10))
+    """,
+)
+def case_upsample_linear():
+    x = np.tile(np.float32([1, 2, 3, 4])[:, None], (1, 3))[:, :, None]
+    y = np.tile(np.linspace(1, 4, 10)[:, None], (1, 3))[:, :, None]
+    close(N.upsample_linear(x, 2.5), y)
+    close(N.upsample_linear(x, size=10), y)
+
+
+@case(
+    names=("upsample_bilinear",),
+    source=UPS,
+    julia="""
+    x = Float32[1 2; 3 4][:,:,:,:]
+    x = cat(x,x; dims=3)
+    x = cat(x,x; dims=4)
+    # this output matches the one of pytorch v1.5.0
+    # nn.UpsamplingBilinear2d(scale_factor=(3,2), align_corners=True)
+    y_true = Float32[ 1//1  4//3   5//3   2//1;
+                      7//5 26//15 31//15 12//5;
+                      9//5 32//15 37//15 14//5;
+                     11//5 38//15 43//15 16//5;
+                     13//5 44//15 49//15 18//5;
+                      3//1 10//3  11//3   4//1][:,:,:,:]
+    y = upsample_bilinear(xd, (3, 2))
+    @test size(y) == size(y_true)
+    @test cpu(y) ≈ y_true
+    """,
+)
+def case_upsample_bilinear():
+    x = np.broadcast_to(rows([1, 2], [3, 4], dtype=np.float32)[:, :, None, None], (2, 2, 2, 2))
+    y_true = rows([1, 4 / 3, 5 / 3, 2], [7 / 5, 26 / 15, 31 / 15, 12 / 5], [9 / 5, 32 / 15, 37 / 15, 14 / 5],
+                  [11 / 5, 38 / 15, 43 / 15, 16 / 5], [13 / 5, 44 / 15, 49 / 15, 18 / 5], [3, 10 / 3, 11 / 3, 4])
+    y = N.upsample_bilinear(x, (3, 2))
+    assert y.shape == (6, 4, 2, 2)
+    close(y[:, :, 1, 1], y_true)
+
+
+@case(
+    names=("upsample_trilinear",),
+    source=UPS,
+    julia="""
+    # Layout: WHDCN, where D is depth
+    x = ones(T, 3,3,3,1,1)
+    x[:,:,1,:,:] .= 1.
+    x[:,:,2,:,:] .= 2.
+    x[:,:,3,:,:] .= 3.
+    y_true = ones(T, 5,5,5,1,1)
+    y_true[:,:,1,:,:] .= 1.
+    y_true[:,:,2,:,:] .= 1.5
+    y_true[:,:,3,:,:] .= 2.
+    y_true[:,:,4,:,:] .= 2.5
+    y_true[:,:,5,:,:] .= 3.
+    y = upsample_trilinear(xd; size=(5,5,5))
+    @test size(y) == size(y_true)
+    @test collect(y) ≈ collect(y_true)
+    """,
+)
+def case_upsample_trilinear():
+    x = np.ones((3, 3, 3, 1, 1), np.float32) * np.float32([1, 2, 3]).reshape(1, 1, 3, 1, 1)
+    y_true = np.ones((5, 5, 5, 1, 1)) * np.array([1, 1.5, 2, 2.5, 3]).reshape(1, 1, 5, 1, 1)
+    y = N.upsample_trilinear(x, size=(5, 5, 5))
+    assert y.shape == y_true.shape
+    close(y, y_true)
+
+
+@case(
+    names=("pixel_shuffle",),
+    source=UPS,
+    julia="""
+    x = reshape(1:16, (2, 2, 4, 1))
+    y_true = [1  9 3 11
+              5 13 7 15
+              2 10 4 12
+              6 14 8 16][:,:,:,:]
+    y = pixel_shuffle(device(x), 2)
+    @test size(y) == size(y_true)
+    @test y_true == cpu(y)
+    """,
+)
+def case_pixel_shuffle():
+    y = N.pixel_shuffle(jl(range(1, 17), (2, 2, 4, 1), np.int64), 2)
+    assert y.shape == (4, 4, 1, 1)
+    equal(y[:, :, 0, 0], rows([1, 9, 3, 11], [5, 13, 7, 15], [2, 10, 4, 12], [6, 14, 8, 16], dtype=np.int64))
+
+
+@case(
+    names=("batched_mul", "batched_transpose", "batched_adjoint", "⊠"),
+    source="NNlib.jl test/batchedmul.jl",
+    julia="""
+    bmm_test(a,b; transA = false, transB = false) = cat([(transA ? transpose(a[:,:,i]) : a[:,:,i]) * ... for i in 1:size(a,3)]...; dims = 3)
+    A = randn(7,5,3); B = randn(TB, 5,7,3); C = randn(7,6,3)
+    @test batched_mul(A, B) ≈ bmm_test(A, B)
+    @test batched_mul(batched_transpose(A), batched_transpose(B)) ≈ bmm_test(A, B; transA = true, transB = true)
+    @test batched_mul(batched_transpose(A), C) ≈ bmm_test(A, C; transA = true)
+    @test batched_mul(A, batched_transpose(A)) ≈ bmm_test(A, A; transB = true)
+    @test batched_adjoint(batched_adjoint(cA)) == cA
+    """,
+)
+def case_batched_mul():
+    rng = np.random.default_rng(0)
+    A, B, C = (rng.standard_normal(s).astype(np.float32) for s in ((7, 5, 3), (5, 7, 3), (7, 6, 3)))
+    bmm = lambda a, b: np.stack([a[:, :, i] @ b[:, :, i] for i in range(a.shape[2])], axis=2)
+    T = lambda a: np.transpose(a, (1, 0, 2))
+    close(N.batched_mul(A, B), bmm(A, B), rtol=1e-4, atol=1e-5)
+    close(N.batched_mul(N.batched_transpose(A), N.batched_transpose(B)), bmm(T(A), T(B)), rtol=1e-4, atol=1e-5)
+    close(N.batched_mul(N.batched_transpose(A), C), bmm(T(A), C), rtol=1e-4, atol=1e-5)
+    close(N.batched_mul(A, N.batched_transpose(A)), bmm(A, T(A)), rtol=1e-4, atol=1e-5)
+    equal(N.batched_adjoint(N.batched_adjoint(A)), A)
+
+
+@case(
+    names=("batched_vec", "batched_mul"),
+    source="NNlib.jl test/batchedmul.jl",
+    julia="""
+    A = randn(7,5,3); M = randn(5,3)   # (in the "batched_mul(A, M)" testset)
+    @test batched_mul(A, M) ≈ cat([A[:,:,k] * M for k in 1:3]...; dims=3)
+    # batched_vec
+    @test batched_vec(A, M) ≈ hcat([A[:,:,k] * M[:,k] for k in 1:3]...)
+    """,
+)
+def case_batched_vec():
+    rng = np.random.default_rng(1)
+    A, M = rng.standard_normal((7, 5, 3)).astype(np.float32), rng.standard_normal((5, 3)).astype(np.float32)
+    close(N.batched_mul(A, M), np.stack([A[:, :, k] @ M for k in range(3)], axis=2), rtol=1e-4, atol=1e-5)
+    close(N.batched_vec(A, M), np.stack([A[:, :, k] @ M[:, k] for k in range(3)], axis=1), rtol=1e-4, atol=1e-5)
+
+
+@case(
+    names=("within_gradient", "gradient"),
+    source="NNlib.jl test/utils.jl",
+    julia="""
+    @test NNlib.within_gradient([1.0]) === false
+    @test gradient(x -> NNlib.within_gradient(x) * x, 2.0) == (1.0,)
+    """,
+)
+def case_within_gradient():
+    assert fluxjax.within_gradient() is False
+    close(fluxjax.gradient(lambda x: float(fluxjax.within_gradient()) * x, 2.0)[0], 1.0)
+
+
+@case(
+    names=("dot_product_attention", "dot_product_attention_scores"),
+    source="NNlib.jl test/attention.jl",
+    julia="""
+    @testset "dot_product_attention_scores" begin
+        q = k = reshape([1:24;], 4, 2, 3, 1) ./ 24
+        α = dot_product_attention_scores(q, k)
+        q2, k2 = reshape.((q, k), 8, 3, 1)
+        y, α2 = dot_product_attention(q2, k2, k2; nheads=2)
+        @test α ≈ α2
+    end
+    @testset "specific results" begin
+        q = k = v = reshape([1:12;], 4, 3, 1) ./ 12
+        y, α = dot_product_attention(q, k, v; nheads=2)
+        ytrue = [0.429754, 0.513087, 0.613791, 0.697125, 0.46431, 0.547644, 0.647876, 0.73121, 0.49773, 0.581064, 0.680455, 0.763788]
+        ytrue = reshape(ytrue, 4, 3, 1)
+        αtrue = [0.313896, 0.332948, 0.353157, 0.264431, 0.328206, 0.407362, 0.219215, 0.31838, 0.462405, 0.288691, 0.331243, 0.380066, 0.241239, 0.323893, 0.434868, 0.198438, 0.311761, 0.489801]
+        αtrue = reshape(αtrue, 3, 3, 2, 1)
+        @test y ≈ ytrue atol=1e-5
+        @test α ≈ αtrue atol=1e-5
+    end
+    """,
+)
+def case_dot_product_attention():
+    from fluxjax.nnlib.attention import dot_product_attention, dot_product_attention_scores
+
+    q = jl(range(1, 25), (4, 2, 3, 1), np.float32) / 24
+    a = jax.jit(dot_product_attention_scores)(q, q)  # under jit: one compilation per call
+    q2 = q.reshape((8, 3, 1), order="F")
+    dpa = jax.jit(lambda q: dot_product_attention(q, q, q, nheads=2))
+    _, a2 = dpa(q2)
+    close(a, a2, rtol=1e-5)
+    q = jl(range(1, 13), (4, 3, 1), np.float32) / 12
+    y, a = dpa(q)
+    ytrue = [0.429754, 0.513087, 0.613791, 0.697125, 0.46431, 0.547644, 0.647876, 0.73121, 0.49773, 0.581064, 0.680455, 0.763788]
+    atrue = [0.313896, 0.332948, 0.353157, 0.264431, 0.328206, 0.407362, 0.219215, 0.31838, 0.462405, 0.288691, 0.331243,
+             0.380066, 0.241239, 0.323893, 0.434868, 0.198438, 0.311761, 0.489801]
+    close(y, jl(ytrue, (4, 3, 1)), rtol=0, atol=1e-5)
+    close(a, jl(atrue, (3, 3, 2, 1)), rtol=0, atol=1e-5)
+
+
+@case(
+    names=("make_causal_mask", "dot_product_attention_scores"),
+    source="NNlib.jl test/attention.jl",
+    julia="""
+    @testset "causal" begin
+        x = rand(4, 2, 3, 1)
+        mask = make_causal_mask(x, dims=3)
+        α = dot_product_attention_scores(x, x; mask)
+        @test all((α[:,:,1,1].> 0) .== mask)
+        @test all((α[:,:,2,1].> 0) .== mask)
+    end
+    """,
+)
+def case_make_causal_mask():
+    from fluxjax.nnlib.attention import dot_product_attention_scores, make_causal_mask
+
+    x = np.asarray(fluxjax.rand32(4, 2, 3, 1))
+    mask = np.asarray(make_causal_mask(x, dims=2))
+    a = np.asarray(dot_product_attention_scores(x, x, mask=mask))
+    equal(a[:, :, 0, 0] > 0, mask)
+    equal(a[:, :, 1, 0] > 0, mask)

@@ -1,0 +1,456 @@
+# ruff: noqa: E501  (Julia test lines are quoted verbatim)
+"""Optimisers.jl cases (Optimisers.jl test/runtests.jl, test/rules.jl), as re-exported by Flux.
+
+Julia NamedTuple models `(x = ..., y = ...)` are dicts here; `Optimisers.adjust!` is `adjust_`,
+`freeze!`/`thaw!` are `freeze_`/`thaw_`. A rule's state lives in `leaf.state` (an optax state object).
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import fluxjax
+from compat._case import case, close, equal, raises
+from fluxjax import optimise as O
+
+RT = "Optimisers.jl test/runtests.jl"
+RULES_JL = "Optimisers.jl test/rules.jl"
+
+
+def a(*v):
+    return jnp.asarray(v, jnp.float32)
+
+
+@case(
+    names=("update", "update!"),
+    source=RT,
+    julia="""
+    m = ([1.0, 2.0],)
+    g = ([25, 33],)
+    o = Descent(0.1)
+    s = Optimisers.setup(o, m)
+    s2, m2 = Optimisers.update(s, m, g)
+    @test m[1] == 1:2  # not mutated
+    @test m2[1] ≈ [1,2] .- 0.1 .* [25, 33]
+    s3, m3 = Optimisers.update!(s, m, g)
+    @test m3[1] ≈ [1,2] .- 0.1 .* [25, 33]
+    o5 = Momentum(0.1)
+    s5 = Optimisers.setup(o5, m)
+    s6, m6 = Optimisers.update(s5, m, g)
+    @test s6[1].state ≈ [2.5, 3.3]
+    @test s5[1].state == [0, 0]  # not mutated -- wrong on v0.2.9
+    """,
+    xfail="update/update_ on a model that is a tuple (or a bare array) raises AttributeError "
+    "('NoneType' object has no attribute 'owner' / 'ident') in optimise/tree.py _collect: no slot to commit into",
+)
+def case_optimisers_very_basics():
+    m = (a(1, 2),)
+    g = (a(25, 33),)
+    s = O.setup(O.Descent(0.1), m)
+    s2, m2 = O.update(s, m, g)
+    equal(m[0], [1, 2])
+    close(m2[0], [1 - 2.5, 2 - 3.3])
+    s5 = O.setup(O.Momentum(0.1), m)
+    s6, m6 = O.update(s5, m, g)
+    close(s6[0].state.velocity, [2.5, 3.3])
+
+
+@case(
+    names=("setup", "update", "update!", "Descent", "Momentum"),
+    source=RT,
+    julia="""
+    # "very basics", with the model as a one-field NamedTuple (x = [1.0, 2.0],)
+    m = ([1.0, 2.0],)
+    g = ([25, 33],)
+    s = Optimisers.setup(Descent(0.1), m)
+    s2, m2 = Optimisers.update(s, m, g)
+    @test m[1] == 1:2  # not mutated
+    @test m2[1] ≈ [1,2] .- 0.1 .* [25, 33]
+    s3, m3 = Optimisers.update!(s, m, g)
+    @test m3[1] ≈ [1,2] .- 0.1 .* [25, 33]
+    s5 = Optimisers.setup(Momentum(0.1), m)
+    s6, m6 = Optimisers.update(s5, m, g)
+    @test s6[1].state ≈ [2.5, 3.3]
+    @test s5[1].state == [0, 0]  # not mutated -- wrong on v0.2.9
+    """,
+)
+def case_optimisers_very_basics_dict():
+    m = {"x": a(1, 2)}
+    g = {"x": a(25, 33)}
+    s = O.setup(O.Descent(0.1), m)
+    s2, m2 = O.update(s, m, g)
+    equal(m["x"], [1, 2])
+    close(m2["x"], [1 - 2.5, 2 - 3.3])
+    s3, m3 = O.update_(s, m, g)
+    close(m3["x"], [1 - 2.5, 2 - 3.3])
+    close(m["x"], [1 - 2.5, 2 - 3.3])  # update! mutates
+    m = {"x": a(1, 2)}
+    s5 = O.setup(O.Momentum(0.1), m)
+    s6, m6 = O.update(s5, m, g)
+    close(jax.tree_util.tree_leaves(s6["x"].state)[0], [2.5, 3.3])
+    equal(jax.tree_util.tree_leaves(s5["x"].state)[0], [0, 0])
+
+
+@case(
+    names=("ClipGrad", "ClipNorm", "setup", "update", "update!"),
+    source=RT,
+    julia="""
+    m = (α = ([0.0], sin), γ = rand(3))
+    s1 = Optimisers.setup(ClipGrad(13), m)
+    _, m1 = Optimisers.update(s1, m, (α = nothing, γ = [1,10,100],))
+    @test m.γ .- m1.γ ≈ [1, 10, 13]
+    s2 = Optimisers.setup(ClipNorm(10), m)
+    _, m2 = Optimisers.update(s2, m, (α = ([0.1], nothing), γ = [1,10,100],))
+    @test only(m.α[1] .- m2.α[1]) ≈ 0.1
+    @test norm(m.γ .- m2.γ) ≈ 10
+    # This error is thrown by apply! due to NaN input.
+    @test_throws DomainError Optimisers.update(s2, m, (α = ([0.1], nothing), γ = [1,10,NaN],))
+    s3 = Optimisers.setup(ClipNorm(5, 1; throw=false), m)
+    _, m3 = Optimisers.update(s3, m, (α = ([0.1], nothing), γ = [1,10,100],))
+    @test only(m.α[1] .- m3.α[1]) ≈ 0.1
+    @test norm(m.γ .- m3.γ, 1) ≈ 5
+    _, m3n = Optimisers.update!(s3, m, (α = nothing, γ = [1,10,Inf],))
+    @test isnan(m3n.γ[3])
+    """,
+)
+def case_gradient_clipping():
+    m = {"α": (a(0.0), jnp.sin), "γ": fluxjax.rand32(3)}
+    g = {"α": None, "γ": a(1, 10, 100)}
+    _, m1 = O.update(O.setup(O.ClipGrad(13), m), m, g)
+    close(m["γ"] - m1["γ"], [1, 10, 13])
+    s2 = O.setup(O.ClipNorm(10), m)
+    g2 = {"α": (a(0.1), None), "γ": a(1, 10, 100)}
+    _, m2 = O.update(s2, m, g2)
+    close(m["α"][0] - m2["α"][0], [0.1])
+    close(jnp.linalg.norm(m["γ"] - m2["γ"]), 10)
+    raises(Exception, O.update, s2, m, {"α": (a(0.1), None), "γ": a(1, 10, np.nan)})
+    s3 = O.setup(O.ClipNorm(5, 1, throw=False), m)
+    _, m3 = O.update(s3, m, g2)
+    close(m["α"][0] - m3["α"][0], [0.1])
+    close(jnp.sum(jnp.abs(m["γ"] - m3["γ"])), 5)
+    _, m3n = O.update_(s3, m, {"α": None, "γ": a(1, 10, np.inf)})
+    assert np.isnan(np.asarray(m3n["γ"])[2])
+
+
+@case(
+    names=("AdamW", "Leaf", "setup", "update", "gradient"),
+    source=RT,
+    julia="""
+    d = Dict(:a => [1.0,2.0], :b => [3.0,4.0], :c => 1)
+    s = Optimisers.setup(AdamW(0.1), d)
+    @test s[:a] isa Optimisers.Leaf
+    @test s[:c] === ()
+    loss(model) = sum(abs2, model[:a])
+    g = gradient(loss, d)[1]
+    s2, d2 = Optimisers.update(s, d, g)
+    @test d2[:a] ≈ [0.9, 1.9]
+    @test d2[:b] ≈ [3, 4]
+    @test d2[:c] ≈ 1
+    """,
+)
+def case_dict_support():
+    d = {"a": a(1, 2), "b": a(3, 4), "c": 1}
+    s = O.setup(O.AdamW(0.1), d)
+    assert isinstance(s["a"], O.Leaf)
+    assert s["c"] is None  # Optimisers.jl's () for a non-array leaf is None here
+    g = fluxjax.gradient(lambda m: jnp.sum(m["a"] ** 2), d)[0]
+    s2, d2 = O.update(s, d, g)
+    close(d2["a"], [0.9, 1.9])
+    close(d2["b"], [3, 4])
+    assert d2["c"] == 1
+
+
+@case(
+    names=("OptimiserChain", "WeightDecay", "SignDecay", "ClipGrad", "Descent", "setup", "update"),
+    source=RT,
+    julia="""
+    x = [1, 10, 100.0]; dx = [1, 2, 3.0];
+    @test Optimisers.update(Optimisers.setup(WeightDecay(0.1), x), x, dx)[2] ≈ [1-0.1-1, 10-1-2, 100-10-3]
+    @test Optimisers.update(Optimisers.setup(SignDecay(0.1), x), x, dx)[2] ≈ [1-0.1-1, 10-0.1-2, 100-0.1-3]
+    @test Optimisers.update(Optimisers.setup(ClipGrad(2), x), x, dx)[2] ≈ [1-1, 10-2, 100-2]
+    o2 = OptimiserChain(ClipGrad(2), WeightDecay(0.1))
+    @test Optimisers.update(Optimisers.setup(o2, x), x, dx)[2] ≈ [1-0.1-1, 10-1-2, 100-10-2]
+    o2n = OptimiserChain(OptimiserChain(ClipGrad(2), WeightDecay(0.1)))  # nested
+    @test Optimisers.update(Optimisers.setup(o2n, x), x, dx)[2] ≈ [1-0.1-1, 10-1-2, 100-10-2]
+    o2r = OptimiserChain(WeightDecay(0.1), ClipGrad(2))  # reversed
+    @test Optimisers.update(Optimisers.setup(o2r, x), x, dx)[2] != [1-0.1-1, 10-2, 100-2]
+    o1 = OptimiserChain(Descent(0.1))
+    @test Optimisers.update(Optimisers.setup(o1, x), x, dx)[2] ≈ [0.9, 9.8, 99.7]
+    o0 = OptimiserChain()
+    @test Optimisers.update(Optimisers.setup(o0, x), x, dx)[2] ≈ [1-1,10-2,100-3]
+    xm = [1, -10, 100.0]; dxm = [3, 2, -1];
+    @test Optimisers.update(Optimisers.setup(SignDecay(0.1), xm), xm, dxm)[2] ≈ [1-0.1-3, -10+0.1-2, 100-0.1+1]
+    """,
+)
+def case_optimiser_chain():
+    # The model is the bare array x in Julia; fluxjax's update fails on a bare array (see
+    # optimisers_very_basics), so it is wrapped in a one-field NamedTuple / dict here.
+    def up(rule, x, dx):
+        return O.update(O.setup(rule, {"x": x}), {"x": x}, {"x": dx})[1]["x"]
+
+    x, dx = a(1, 10, 100), a(1, 2, 3)
+    close(up(O.WeightDecay(0.1), x, dx), [1 - 0.1 - 1, 10 - 1 - 2, 100 - 10 - 3])
+    close(up(O.SignDecay(0.1), x, dx), [1 - 0.1 - 1, 10 - 0.1 - 2, 100 - 0.1 - 3])
+    close(up(O.ClipGrad(2), x, dx), [0, 8, 98])
+    close(up(O.OptimiserChain(O.ClipGrad(2), O.WeightDecay(0.1)), x, dx), [1 - 0.1 - 1, 10 - 1 - 2, 100 - 10 - 2])
+    close(up(O.OptimiserChain(O.OptimiserChain(O.ClipGrad(2), O.WeightDecay(0.1))), x, dx), [1 - 0.1 - 1, 10 - 1 - 2, 100 - 10 - 2])
+    assert not np.array_equal(np.asarray(up(O.OptimiserChain(O.WeightDecay(0.1), O.ClipGrad(2)), x, dx), np.float64), [1 - 0.1 - 1, 10 - 2, 100 - 2])
+    close(up(O.OptimiserChain(O.Descent(0.1)), x, dx), [0.9, 9.8, 99.7])
+    close(up(O.OptimiserChain(), x, dx), [0, 8, 97])
+    close(up(O.SignDecay(0.1), a(1, -10, 100), a(3, 2, -1)), [1 - 0.1 - 3, -10 + 0.1 - 2, 100 - 0.1 + 1])
+
+
+@case(
+    names=("adjust!", "Momentum", "OptimiserChain", "ClipGrad", "Adam", "setup", "update"),
+    source=RT,
+    julia="""
+    @testset "adjusting parameters, in-place" begin
+      m = (α = ([0.0], sin), γ = Float32[4,3,2])
+      s = Optimisers.setup(Momentum(0.1, 0.9), m)
+      s1, m1 = Optimisers.update(s, m, (α = nothing, γ = [1,10,100],))
+      @test m.γ .- m1.γ ≈ [0.1, 1, 10]
+      @test s1.γ.rule.eta ≈ 0.1
+      @test s1.γ.state ≈ [0.1, 1, 10]
+      Optimisers.adjust!(s1, 0.2)
+      @test s1.γ.rule.eta ≈ 0.2
+      @test s1.γ.rule.rho ≈ 0.9
+      @test s1.γ.state ≈ [0.1, 1, 10]
+      @test s1.α[1].rule.eta ≈ 0.2
+      Optimisers.adjust!(s1; eta=0.3, rho=0.7)
+      @test s1.γ.rule.eta ≈ 0.3
+      @test s1.γ.rule.rho ≈ 0.7
+      Optimisers.adjust!(s1, zeta = "this does nothing")
+      @test s1.γ.rule.eta ≈ 0.3
+      sc = Optimisers.setup(OptimiserChain(ClipGrad(2), Adam()), m)
+      sc1, mc1 = Optimisers.update(sc, m, (α = nothing, γ = [1,10,100],))
+      @test sc1.γ.rule.opts[2].eta ≈ 0.001f0
+      Optimisers.adjust!(sc1, 0.2)
+      @test sc1.γ.rule.opts[1].delta == 2 # unchanged
+      @test sc1.γ.rule.opts[2].eta ≈ 0.2
+      Optimisers.adjust!(sc1; delta = 2.5)
+      @test sc1.γ.rule.opts[1].delta ≈ 2.5
+      @test sc1.γ.rule.opts[2].eta ≈ 0.2 # unchanged
+    """,
+)
+def case_adjust():
+    m = {"α": (a(0.0), jnp.sin), "γ": a(4, 3, 2)}
+    g = {"α": None, "γ": a(1, 10, 100)}
+    s = O.setup(O.Momentum(0.1, 0.9), m)
+    s1, m1 = O.update(s, m, g)
+    close(m["γ"] - m1["γ"], [0.1, 1, 10])
+    close(s1["γ"].rule.eta, 0.1)
+    close(jax.tree_util.tree_leaves(s1["γ"].state)[0], [0.1, 1, 10])
+    O.adjust_(s1, 0.2)
+    close(s1["γ"].rule.eta, 0.2)
+    close(s1["γ"].rule.rho, 0.9)
+    close(jax.tree_util.tree_leaves(s1["γ"].state)[0], [0.1, 1, 10])
+    close(s1["α"][0].rule.eta, 0.2)
+    O.adjust_(s1, eta=0.3, rho=0.7)
+    close(s1["γ"].rule.eta, 0.3)
+    close(s1["γ"].rule.rho, 0.7)
+    O.adjust_(s1, zeta="this does nothing")
+    close(s1["γ"].rule.eta, 0.3)
+    sc = O.setup(O.OptimiserChain(O.ClipGrad(2), O.Adam()), m)
+    sc1, _ = O.update(sc, m, g)
+    close(sc1["γ"].rule.opts[1].eta, 0.001)
+    O.adjust_(sc1, 0.2)
+    assert sc1["γ"].rule.opts[0].delta == 2
+    close(sc1["γ"].rule.opts[1].eta, 0.2)
+    O.adjust_(sc1, delta=2.5)
+    close(sc1["γ"].rule.opts[0].delta, 2.5)
+    close(sc1["γ"].rule.opts[1].eta, 0.2)
+
+
+@case(
+    names=("freeze!", "thaw!", "adjust!", "Descent", "setup", "update"),
+    source=RT,
+    julia="""
+    m = (x=[1.0, 2.0], y=([3.0, 4.0], sin));
+    st = Optimisers.setup(Descent(0.1), m);
+    Optimisers.freeze!(st.y)
+    st, m = Optimisers.update(st, m, (x=[1,10], y=([100,1000], nothing)));
+    @test m.x ≈ [0.9, 1.0]
+    @test m.y[1] ≈ [3, 4]
+    st = Optimisers.adjust(st, 0.2)
+    Optimisers.thaw!(st)
+    st, m = Optimisers.update(st, m, (x=[1,10], y=([100,1000], nothing)));
+    @test m.y[1] ≈ [-17.0, -196.0]
+    @test m.x ≈ [0.7, -1.0]
+    """,
+)
+def case_freeze_thaw():
+    m = {"x": a(1, 2), "y": (a(3, 4), jnp.sin)}
+    g = {"x": a(1, 10), "y": (a(100, 1000), None)}
+    st = O.setup(O.Descent(0.1), m)
+    O.freeze_(st["y"])
+    st, m = O.update(st, m, g)
+    close(m["x"], [0.9, 1.0])
+    close(m["y"][0], [3, 4])
+    O.adjust_(st, 0.2)  # Optimisers.adjust (the copying form) is missing; adjust! on the state does the same here
+    O.thaw_(st)
+    st, m = O.update(st, m, g)
+    close(m["y"][0], [-17.0, -196.0])
+    close(m["x"], [0.7, -1.0])
+
+
+@case(
+    names=("freeze!", "thaw!"),
+    source=RT,
+    julia="""
+    m = (x=[1.0, 2.0], y=([3.0, 4.0], sin));
+    @test_throws ArgumentError Optimisers.freeze!(m)
+    @test_throws ArgumentError Optimisers.thaw!(m)
+    """,
+    xfail="freeze_/thaw_ applied to a model (not an optimiser state) silently do nothing; Optimisers.jl throws "
+    "ArgumentError (adjust_ already raises TypeError for this mistake)",
+)
+def case_freeze_model_errors():
+    m = {"x": a(1, 2), "y": (a(3, 4), jnp.sin)}
+    raises((TypeError, ValueError), O.freeze_, m)
+    raises((TypeError, ValueError), O.thaw_, m)
+
+
+@case(
+    names=("Nesterov", "AdamW"),
+    source=RT,
+    julia="""
+    @testset "keyword arguments" begin
+      @test Nesterov(rho=0.8, eta=0.1) === Nesterov(0.1, 0.8)
+      @test AdamW(lambda=0.3, eta=0.1) == AdamW(0.1, (0.9, 0.999), 0.3, 1.0e-8)
+    end
+    """,
+)
+def case_rule_keywords():
+    assert O.Nesterov(rho=0.8, eta=0.1) == O.Nesterov(0.1, 0.8)
+    assert O.AdamW(lambda_=0.3, eta=0.1) == O.AdamW(0.1, (0.9, 0.999), 0.3, 1.0e-8)
+
+
+@case(
+    names=("Momentum", "setup", "update"),
+    source=RT,
+    julia="""
+    twice = [1,2.0]
+    mtup = (twice, (copy(twice), twice)) # (tied (not tied, tied))
+    # simplest rule for which opt(g1) + opt(g2) != opt(g1 + g2)
+    stup = Optimisers.setup(Momentum(0.1), mtup)
+    gtup = ([3,3], ([10,10], [7,7])) # (g1, (g1 + g2, g2))
+    snew, mnew = Optimisers.update(stup, mtup, gtup)
+    @test mnew[1] ≈ mnew[2][1]  # gradient was accumulated
+    @test mnew[2][2] === mnew[1]  # and tie is not broken
+    st3, mt3 = Optimisers.update(stup, mtup, ([3,3], nothing))
+    @test mt3[1] ≈ [1,2] - 0.1 * [3,3]
+    """,
+)
+def case_tied_weights():
+    # Julia's tuples become a list-valued dict field (fluxjax cannot update a top-level tuple; see optimisers_very_basics)
+    twice = a(1, 2)
+    m = {"t": [twice, [jnp.array(twice), twice]]}
+    st = O.setup(O.Momentum(0.1), m)
+    g = {"t": [a(3, 3), [a(10, 10), a(7, 7)]]}
+    _, mnew = O.update(st, m, g)
+    close(mnew["t"][0], mnew["t"][1][0])
+    assert mnew["t"][1][1] is mnew["t"][0]
+    _, mt3 = O.update(st, m, {"t": [a(3, 3), None]})
+    close(mt3["t"][0], [1 - 0.3, 2 - 0.3])
+
+
+@case(
+    names=("AccumGrad", "OptimiserChain", "Descent", "setup", "update"),
+    source=RULES_JL,
+    julia="""
+    x0 = rand(5)
+    x = copy(x0)
+    lr = 0.01
+    tree = Optimisers.setup(OptimiserChain(AccumGrad(3), Descent(lr)), x)
+    g1 = rand(5)
+    tree, x1 = Optimisers.update(tree, x, g1)
+    @test x1 ≈ x
+    g2 = rand(5)
+    tree, x2 = Optimisers.update(tree, x1, g2)
+    @test x2 ≈ x0
+    g3 = rand(5)
+    tree, x3 = Optimisers.update(tree, x2, g3)
+    @test x3 ≈ x0 .- lr .* (g1 .+ g2 .+ g3) ./ 3
+    g4 = rand(5)
+    tree, x4 = Optimisers.update(tree, x3, g4)
+    @test x4 ≈ x3
+    """,
+)
+def case_accumgrad():
+    x0 = fluxjax.rand32(5)
+    tree = O.setup(O.OptimiserChain(O.AccumGrad(3), O.Descent(0.01)), {"x": x0})
+    gs = [fluxjax.rand32(5) for _ in range(4)]
+    tree, m1 = O.update(tree, {"x": x0}, {"x": gs[0]})
+    close(m1["x"], x0)
+    tree, m2 = O.update(tree, m1, {"x": gs[1]})
+    close(m2["x"], x0)
+    tree, m3 = O.update(tree, m2, {"x": gs[2]})
+    close(m3["x"], x0 - 0.01 * (gs[0] + gs[1] + gs[2]) / 3)
+    tree, m4 = O.update(tree, m3, {"x": gs[3]})
+    close(m4["x"], m3["x"])
+
+
+# test/rules.jl "original": every rule in RULES drives a product loss below 0.001 in 10^4 steps.
+# The loop runs as one jax.lax.fori_loop over the rule's optax transformation (what setup/update use).
+RULES = {
+    "Descent": lambda: O.Descent(), "Adam": lambda: O.Adam(), "Momentum": lambda: O.Momentum(),
+    "Nesterov": lambda: O.Nesterov(), "Rprop": lambda: O.Rprop(), "RMSProp": lambda: O.RMSProp(),
+    "AdaGrad": lambda: O.AdaGrad(), "AdaMax": lambda: O.AdaMax(), "AdaDelta": lambda: O.AdaDelta(),
+    "AMSGrad": lambda: O.AMSGrad(), "NAdam": lambda: O.NAdam(), "AdamW": lambda: O.AdamW(), "RAdam": lambda: O.RAdam(),
+    "OAdam": lambda: O.OAdam(), "AdaBelief": lambda: O.AdaBelief(), "Lion": lambda: O.Lion(),
+}
+CHAINS = {
+    "SignDecay": ("OptimiserChain(SignDecay(0.001), Adam(0.001))", lambda: O.OptimiserChain(O.SignDecay(0.001), O.Adam(0.001))),
+    "ClipNorm": ("OptimiserChain(ClipNorm(), Adam(0.001))", lambda: O.OptimiserChain(O.ClipNorm(), O.Adam(0.001))),
+    "ClipGrad": ("OptimiserChain(ClipGrad(0.5), Momentum())", lambda: O.OptimiserChain(O.ClipGrad(0.5), O.Momentum())),
+    "WeightDecay": ("OptimiserChain(WeightDecay(), OAdam(), ClipGrad(1))",
+                    lambda: O.OptimiserChain(O.WeightDecay(), O.OAdam(), O.ClipGrad(1))),
+}
+ORIGINAL = """
+@testset "original" begin
+  @testset "$(name(o))" for o in RULES     # o = {rule}
+    w′ = (α = rand(3, 3), β = rand(3, 3))
+    w = (α = 5rand(3, 3), β = rand(3, 3))
+    st = Optimisers.setup(o, w)
+    loss(x, y) = mean((x.α .* x.β .- y.α .* y.β) .^ 2)
+    @test loss(w, w′) > 1
+    for i = 1:10^4
+      gs = loggradient(o)(x -> loss(x, w′), w)
+      st, w = Optimisers.update(st, w, gs...)
+    end
+    @test loss(w, w′) < 0.001
+"""
+
+
+def _converges(make_rule):
+    rule = make_rule()
+    r = np.random.default_rng(0)
+    wp = {"α": jnp.asarray(r.random((3, 3)), jnp.float32), "β": jnp.asarray(r.random((3, 3)), jnp.float32)}
+    w = {"α": jnp.asarray(5 * r.random((3, 3)), jnp.float32), "β": jnp.asarray(r.random((3, 3)), jnp.float32)}
+    loss = lambda x: jnp.mean((x["α"] * x["β"] - wp["α"] * wp["β"]) ** 2)
+    assert float(loss(w)) > 1
+
+    def body(_, c):
+        w, s = c
+        u, s = rule.update(jax.grad(loss)(w), s, w)
+        return jax.tree_util.tree_map(jnp.add, w, u), s
+
+    w = jax.jit(lambda w: jax.lax.fori_loop(0, 10**4, body, (w, rule.init(w)))[0])(w)
+    assert float(loss(w)) < 0.001, float(loss(w))
+
+
+def _rule_case(name, julia_rule, make_rule, suffix=""):
+    def run():
+        _converges(make_rule)
+
+    run.__name__ = f"case_rule_original_{name}{suffix}"
+    names = (name,) if "OptimiserChain" not in julia_rule else (name, "OptimiserChain")
+    case(names=names, source=RULES_JL, julia=ORIGINAL.replace("{rule}", julia_rule))(run)
+
+
+for _n, _mk in RULES.items():
+    _rule_case(_n, f"{_n}()", _mk)
+for _n, (_jl, _mk) in CHAINS.items():
+    _rule_case(_n, _jl, _mk)
+_rule_case("RMSProp", "RMSProp(centred = true)", lambda: O.RMSProp(centred=True), "_centred")
+_rule_case("AdamW", "AdamW(couple=false)", lambda: O.AdamW(couple=False), "_uncoupled")

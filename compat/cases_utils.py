@@ -1,0 +1,627 @@
+# ruff: noqa: E501  (Julia test lines are quoted verbatim)
+"""Flux utilities: initialisers, parameters, precision, modules, train/test mode (Flux.jl test/utils.jl),
+one-hot encoding (OneHotArrays.jl test/onehot.jl, re-exported by Flux) and DataLoader (Flux.jl test/data.jl)."""
+
+import jax.numpy as jnp
+import numpy as np
+
+import fluxjax
+from compat._case import case, close, equal, jl, raises, rows
+from fluxjax import Chain, Conv, Dense, LayerNorm, SkipConnection
+
+UTILS = "Flux.jl test/utils.jl"
+ONEHOT = "OneHotArrays.jl test/onehot.jl"
+
+
+@case(
+    names=("nfan",),
+    source=UTILS,
+    julia="""
+    @test Flux.nfan() == (1, 1) #For a constant
+    @test Flux.nfan(100) == (1, 100) #For vector
+    @test Flux.nfan(100, 200) == (200, 100) == Flux.nfan((100, 200)) #For Dense layer
+    @test Flux.nfan(2, 30, 40) == (2 * 30, 2 * 40) #For 1D Conv layer
+    @test Flux.nfan(2, 3, 40, 50) == (2 * 3 * 40, 2 * 3 * 50) #For 2D Conv layer
+    @test Flux.nfan(2, 3, 4, 50, 60) == (2 * 3 * 4 * 50, 2 * 3 * 4 * 60) #For 3D Conv layer
+    """,
+)
+def case_nfan():
+    from fluxjax.init import nfan
+
+    assert tuple(nfan()) == (1, 1)
+    assert tuple(nfan(100)) == (1, 100)
+    assert tuple(nfan(100, 200)) == (200, 100)
+    assert tuple(nfan(2, 30, 40)) == (60, 80)
+    assert tuple(nfan(2, 3, 40, 50)) == (240, 300)
+    assert tuple(nfan(2, 3, 4, 50, 60)) == (1200, 1440)
+
+
+INITS = ("glorot_uniform", "glorot_normal", "kaiming_uniform", "kaiming_normal", "orthogonal", "sparse_init",
+         "truncated_normal", "lecun_normal", "identity_init", "rand32", "randn32")
+
+
+@case(
+    names=INITS + ("gradient",),
+    source=UTILS,
+    julia="""
+    @testset "Basics: $init" for init in [
+        Flux.glorot_uniform, Flux.glorot_normal, Flux.kaiming_uniform,Flux.kaiming_normal, Flux.orthogonal,
+        Flux.sparse_init, Flux.truncated_normal, Flux.lecun_normal, Flux.identity_init, Flux.rand32, Flux.randn32]
+      if init == Flux.sparse_init
+        init = (args...) -> Flux.sparse_init(args...; sparsity=0.5)
+      else
+        # sparse_init is the only one which accepts only matrices:
+        @test size(init(3)) == (3,)
+        @test size(init(3, 4, 5)) == (3, 4, 5)
+      end
+      @test size(init(3, 4)) == (3, 4)
+      # rng, and currying:
+      @test size(init(MersenneTwister(1), 3, 4)) == (3, 4)
+      closure = init(MersenneTwister(1))
+      @test size(closure(3, 4)) == (3, 4)
+      # eltype, default Float32
+      @test eltype(init(3, 4)) == Float32
+      # @non_differentiable
+      @test gradient(x -> sum(x .* init(3, 4)), 5.0)[1] isa Number
+    end
+    """,
+)
+def case_init_basics():
+    import jax
+
+    for name in INITS:
+        init = getattr(fluxjax, name)
+        if name == "sparse_init":
+            f = lambda *d, init=init, **k: init(*d, sparsity=0.5, **k)
+        else:
+            f = init
+            if name != "orthogonal":  # Flux: orthogonal(3) is an error too ("1-D is not allowed"), yet the test calls it
+                assert f(3).shape == (3,), name
+            assert f(3, 4, 5).shape == (3, 4, 5), name
+        assert f(3, 4).shape == (3, 4), name
+        assert f(3, 4, rng=jax.random.PRNGKey(1)).shape == (3, 4), name
+        if name not in ("rand32", "randn32", "sparse_init"):
+            closure = init(rng=jax.random.PRNGKey(1))
+            assert closure(3, 4).shape == (3, 4), name
+        assert f(3, 4).dtype == jnp.float32, name
+        g = fluxjax.gradient(lambda x, f=f: jnp.sum(x * f(3, 4)), 5.0)[0]
+        assert g is not None and np.ndim(g) == 0, name
+
+
+@case(
+    names=("orthogonal",),
+    source=UTILS,
+    julia="""
+    for (rows,cols) in [(5,3),(3,5)]
+      v = Flux.orthogonal(rows, cols)
+      rows < cols ? (@test v * v' ≈ I(rows)) : (@test v' * v ≈ I(cols))
+    end
+    @test size(Flux.orthogonal(3)) == (3,)    # from the "Basics" loop above
+    """,
+)
+def case_orthogonal():
+    for r, c in ((5, 3), (3, 5)):
+        v = np.asarray(fluxjax.orthogonal(r, c), np.float64)
+        close(v @ v.T if r < c else v.T @ v, np.eye(min(r, c)), atol=1e-5)
+    assert fluxjax.orthogonal(3).shape == (3,)
+
+
+@case(
+    names=("glorot_uniform", "glorot_normal", "nfan"),
+    source=UTILS,
+    julia="""
+    @testset "glorot: $init" for init ∈ [Flux.glorot_uniform, Flux.glorot_normal]
+      for dims ∈ [(1000,), (100, 100), (100, 400), (2, 3, 32, 64), (2, 3, 4, 32, 64)]
+          v = init(dims...)
+          fan_in, fan_out = Flux.nfan(dims...)
+          σ2 = 2 / (fan_in + fan_out)
+          @test 0.9σ2 < var(v) < 1.1σ2
+      end
+      @test eltype(init(3, 4; gain=1.5)) == Float32
+    end
+    """,
+)
+def case_glorot():
+    from fluxjax.init import nfan
+
+    for init in (fluxjax.glorot_uniform, fluxjax.glorot_normal):
+        for dims in ((1000,), (100, 100), (100, 400), (2, 3, 32, 64)):  # Julia also (2,3,4,32,64)
+            v = np.asarray(init(*dims))
+            fi, fo = nfan(*dims)
+            s2 = 2 / (fi + fo)
+            assert 0.9 * s2 < v.var(ddof=1) < 1.1 * s2, (init, dims)
+        assert init(3, 4, gain=1.5).dtype == jnp.float32
+
+
+@case(
+    names=("kaiming_uniform", "kaiming_normal"),
+    source=UTILS,
+    julia="""
+    for (n_in, n_out) in [(100, 100), (100, 400)]
+      v = Flux.kaiming_uniform(n_in, n_out)
+      σ2 = sqrt(6/n_out)
+      @test -1σ2  < minimum(v) < -0.9σ2
+      @test 0.9σ2  < maximum(v) < 1σ2
+      v = Flux.kaiming_normal(n_in, n_out)
+      σ2 = sqrt(2/n_out)
+      @test 0.9σ2 < std(v) < 1.1σ2
+    end
+    @test eltype(Flux.kaiming_uniform(3, 4; gain=1.5)) == Float32
+    """,
+)
+def case_kaiming():
+    for n_in, n_out in ((100, 100), (100, 400)):
+        v = np.asarray(fluxjax.kaiming_uniform(n_in, n_out))
+        s = np.sqrt(6 / n_out)
+        assert -s < v.min() < -0.9 * s and 0.9 * s < v.max() < s
+        v = np.asarray(fluxjax.kaiming_normal(n_in, n_out))
+        s = np.sqrt(2 / n_out)
+        assert 0.9 * s < v.std(ddof=1) < 1.1 * s
+    assert fluxjax.kaiming_uniform(3, 4, gain=1.5).dtype == jnp.float32
+
+
+@case(
+    names=("sparse_init",),
+    source=UTILS,
+    julia="""
+    @test_throws ArgumentError Flux.sparse_init(100, 100, 100, sparsity=0.1)
+    v = Flux.sparse_init(100, 100, sparsity=-0.1)
+    @test sum(v .== 0) == 0
+    v = Flux.sparse_init(100, 100, sparsity=1.1)
+    @test sum(v .== 0) == length(v)
+    for (n_in, n_out, sparsity, σ) in [(100, 100, 0.25, 0.1), (100, 400, 0.75, 0.01)]
+      expected_zeros = ceil(Integer, n_in * sparsity)
+      v = Flux.sparse_init(n_in, n_out, sparsity=sparsity, std=σ)
+      @test all([sum(v[:,col] .== 0) == expected_zeros for col in 1:n_out])
+      @test 0.9 * σ < std(v[v .!= 0]) < 1.1 * σ
+    end
+    """,
+)
+def case_sparse_init():
+    raises(ValueError, fluxjax.sparse_init, 100, 100, 100, sparsity=0.1)
+    assert np.sum(np.asarray(fluxjax.sparse_init(100, 100, sparsity=-0.1)) == 0) == 0
+    assert np.sum(np.asarray(fluxjax.sparse_init(100, 100, sparsity=1.1)) == 0) == 100 * 100
+    for n_in, n_out, sp, sd in ((100, 100, 0.25, 0.1), (100, 400, 0.75, 0.01)):
+        v = np.asarray(fluxjax.sparse_init(n_in, n_out, sparsity=sp, std=sd))
+        assert np.all((v == 0).sum(axis=0) == int(np.ceil(n_in * sp)))
+        assert 0.9 * sd < v[v != 0].std(ddof=1) < 1.1 * sd
+
+
+@case(
+    names=("truncated_normal", "lecun_normal"),
+    source=UTILS,
+    julia="""
+    m = Flux.truncated_normal(100, 100)
+    @test minimum(m) ≈ -2 atol = 0.05  # default arguments
+    @test maximum(m) ≈ 2 atol = 0.05
+    @test mean(m) ≈ 0 atol = 0.1
+    size100 = (100, 100, 100)
+    for (μ, σ, lo, hi) in [(0.0, 1, -2, 3), (1, 2, -4.0, 5.0)]
+      v = Flux.truncated_normal(size100...; mean = μ, std = σ, lo, hi)
+      @test isapprox(mean(v), μ; atol = 1f-1)
+      @test isapprox(minimum(v), lo; atol = 1f-2)
+      @test isapprox(maximum(v), hi; atol = 1f-2)
+      @test eltype(v) == Float32  # despite some Float64 arguments
+    end
+    @test std(Flux.lecun_normal(10, 1000)) ≈ 0.032f0 rtol=0.1
+    @test std(Flux.lecun_normal(1000, 10)) ≈ 0.317f0 rtol=0.1
+    """,
+)
+def case_truncated_normal():
+    m = np.asarray(fluxjax.truncated_normal(100, 100))
+    assert abs(m.min() + 2) < 0.05 and abs(m.max() - 2) < 0.05 and abs(m.mean()) < 0.1
+    for mu, sd, lo, hi in ((0.0, 1, -2, 3), (1, 2, -4.0, 5.0)):
+        v = fluxjax.truncated_normal(100, 100, 100, mean=mu, std=sd, lo=lo, hi=hi)
+        assert v.dtype == jnp.float32
+        v = np.asarray(v)
+        assert abs(v.mean() - mu) < 0.1 and abs(v.min() - lo) < 0.01 and abs(v.max() - hi) < 0.01
+    close(np.asarray(fluxjax.lecun_normal(10, 1000)).std(ddof=1), 0.032, rtol=0.1)
+    close(np.asarray(fluxjax.lecun_normal(1000, 10)).std(ddof=1), 0.317, rtol=0.1)
+
+
+@case(
+    names=("identity_init", "Dense", "kaiming_uniform", "kaiming_normal", "sparse_init"),
+    source=UTILS,
+    julia="""
+    partial = Flux.identity_init(gain=3)
+    @test partial(3, 3) == Flux.identity_init(3, 3; gain=3) == [3 0 0; 0 3 0; 0 0 3]
+    @test Flux.identity_init(2, 3)[:, end] == zeros(Float32, 2)
+    @test Flux.identity_init(3, 2; shift=1)[1, :] == zeros(Float32, 2)
+    @test Flux.identity_init(1, 1, 3, 4)[:, :, :, end] == zeros(Float32, 1, 1, 3)
+    l = Dense(3 => 3, init = Flux.identity_init)
+    indata = reshape(collect(Float32, 1:9), 3, 3)
+    @test l(indata) == indata
+    partial_ku = Flux.kaiming_uniform(gain=1e9)
+    @test maximum(partial_ku(8, 8)) > 1e9 / 2
+    @test maximum(partial_ku(8, 8, gain=1)) < 1e9 / 2
+    partial_si = Flux.sparse_init(sparsity=1)
+    @test maximum(partial_si(8, 8)) == 0
+    @test maximum(partial_si(8, 8, sparsity=0)) > 0
+    """,
+)
+def case_identity_init_and_partials():
+    eye3 = rows([3, 0, 0], [0, 3, 0], [0, 0, 3])
+    equal(fluxjax.identity_init(gain=3)(3, 3), eye3)
+    equal(fluxjax.identity_init(3, 3, gain=3), eye3)
+    equal(fluxjax.identity_init(2, 3)[:, -1], np.zeros(2))
+    equal(fluxjax.identity_init(3, 2, shift=1)[0, :], np.zeros(2))
+    equal(fluxjax.identity_init(1, 1, 3, 4)[:, :, :, -1], np.zeros((1, 1, 3)))
+    x = jl(range(1, 10), (3, 3), np.float32)
+    equal(Dense(3, 3, init=fluxjax.identity_init)(x), x)
+    ku = fluxjax.kaiming_uniform(gain=1e9)
+    assert float(jnp.max(ku(8, 8))) > 1e9 / 2
+    assert float(jnp.max(ku(8, 8, gain=1))) < 1e9 / 2
+    si = fluxjax.sparse_init(sparsity=1)
+    assert float(jnp.max(si(8, 8))) == 0
+    assert float(jnp.max(si(8, 8, sparsity=0))) > 0
+
+
+@case(
+    names=("identity_init", "Conv", "SamePad"),
+    source=UTILS,
+    julia="""
+    @testset "$layer ID mapping with kernelsize $kernelsize" for layer in (Conv, ConvTranspose, CrossCor), kernelsize in (
+        (1,), (3,), (1, 3), (3, 5), (3, 5, 7))
+        nch = 3
+        l = layer(kernelsize, nch=>nch, init=Flux.identity_init, pad=SamePad())
+        indata = randn(Float32, kernelsize..., nch, nch)
+        @test l(indata) == indata
+    end
+    """,
+)
+def case_identity_init_conv():
+    for k in ((1,), (3,), (1, 3), (3, 5)):
+        l = Conv(k, (3, 3), init=fluxjax.identity_init, pad=fluxjax.SamePad())
+        x = np.asarray(fluxjax.randn32(*k, 3, 3))
+        close(l(x), x, rtol=1e-6, atol=1e-6)
+
+
+@case(
+    names=("params", "Dense", "RNN", "Chain"),
+    source=UTILS,
+    julia="""
+    m = Dense(10 => 5)
+    @test size.(Flux.trainables(m)) == [(5, 10), (5,)]
+    m = RNN(10 => 5)
+    @test size.(Flux.trainables(m)) == [(5, 10), (5, 5), (5,)]
+    # Layer duplicated in same chain, params just once pls.
+    c = Chain(m, m)
+    @test size.(Flux.trainables(c)) == [(5, 10), (5, 5), (5,)]
+    mat = [1 2; 3 4.0]
+    simple = ((nothing, mat, (3, mat, 4)))
+    @test length(Flux.trainables(simple)) == 1
+    """,
+)
+def case_params_collects_trainables():
+    # Flux.trainables is missing in fluxjax; Flux.params (0.13-0.15) collects the same arrays, deduplicated
+    assert [tuple(p.shape) for p in fluxjax.params(Dense(10, 5))] == [(5, 10), (5,)]
+    m = fluxjax.RNN(10, 5)
+    assert [tuple(p.shape) for p in fluxjax.params(m)] == [(5, 10), (5, 5), (5,)]
+    assert [tuple(p.shape) for p in fluxjax.params(Chain(m, m))] == [(5, 10), (5, 5), (5,)]
+    mat = jnp.array(rows([1, 2], [3, 4.0]))
+    assert len(fluxjax.params((None, mat, (3, mat, 4)))) == 1
+
+
+@case(
+    names=("trainables", "destructure"),
+    source=UTILS,
+    julia="""
+    m = Dense(10 => 5)
+    @test size.(Flux.trainables(m)) == [(5, 10), (5,)]
+    m = (x=[1,2.0], y=[3.0]);
+    gnew = gradient(m -> (sum(norm, Flux.trainables(m))), m)[1]
+    @test gnew.x ≈ [0.4472135954999579, 0.8944271909999159]
+    @test gnew.y ≈ [1.0]
+    mat = [1 2; 3 4.0]
+    simple = ((nothing, mat, (3, mat, 4)))
+    oneadj = (nt = (m = mat, a = mat'))
+    @test Flux.destructure(simple)[1] == Flux.destructure(oneadj)[1] == [1, 3, 2, 4]
+    """,
+    xfail="fluxjax has no trainables / destructure (Optimisers.jl exports, re-exported by Flux)",
+)
+def case_trainables_destructure():
+    assert [tuple(p.shape) for p in fluxjax.trainables(Dense(10, 5))] == [(5, 10), (5,)]
+    m = {"x": jnp.array([1.0, 2.0]), "y": jnp.array([3.0])}
+    g = fluxjax.gradient(lambda m: sum(jnp.linalg.norm(p) for p in fluxjax.trainables(m)), m)[0]
+    close(g["x"], [0.4472135954999579, 0.8944271909999159])
+    close(g["y"], [1.0])
+    mat = jnp.array(rows([1, 2], [3, 4.0]))
+    equal(fluxjax.destructure((None, mat, (3, mat, 4)))[0], [1, 3, 2, 4])
+
+
+@case(
+    names=("f32", "f64", "Chain", "Dense", "relu"),
+    source=UTILS,
+    julia="""
+    m = Chain(Dense(10 => 5, relu; bias=false), Dense(5 => 2))
+    x64 = rand(Float64, 10)
+    x32 = rand(Float32, 10)
+    i64 = rand(Int64, 10)
+    @test eltype(m[1].weight) == Float32
+    @test eltype(m(x32)) == Float32
+    @test eltype(m(x64)) == Float32  # fixed by _match_eltype
+    # (fluxjax: f64 needs `with jax.enable_x64(True)`, JAX's switch for float64 arrays)
+    @test eltype(f64(m)(x32)) == Float64  # _match_eltype promotes, Julia would too
+    @test eltype(f64(m)(x64)) == Float64
+    @test eltype(f64(m)[1].weight) == Float64
+    @test eltype(f32(f64(m))[1].weight) == Float32
+    @test f32(x64) isa Vector{Float32}
+    @test f32(x32) === x32  # doesn't copy when eltype is OK
+    @test f32(i64) === i64
+    """,
+)
+def case_precision():
+    import warnings
+
+    import jax
+
+    m = Chain(Dense(10, 5, fluxjax.relu, bias=False), Dense(5, 2))
+    x32 = fluxjax.rand32(10)
+    assert m[0].weight.dtype == jnp.float32
+    assert m(x32).dtype == jnp.float32
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert m(np.random.rand(10)).dtype == jnp.float32
+    assert np.asarray(fluxjax.f32(np.random.rand(10))).dtype == np.float32
+    assert fluxjax.f32(x32) is x32
+    i64 = np.arange(10)
+    assert fluxjax.f32(i64) is i64
+    with jax.enable_x64(True):  # JAX has float64 arrays only with jax_enable_x64 on
+        m64 = fluxjax.f64(m)
+        assert m64[0].weight.dtype == jnp.float64
+        assert m64(x32).dtype == jnp.float64
+        assert m64(np.random.rand(10)).dtype == jnp.float64
+        assert fluxjax.f32(m64)[0].weight.dtype == jnp.float32
+
+
+@case(
+    names=("gradient",),
+    source=UTILS,
+    julia="""
+    @testset "zero bias" begin
+      @testset "Gradients for broadcasted $op with sizes $s" for op in (+,-,*), s in ((1,), (2,3))
+        o = ones(Float32, s)
+        z = zeros(Float32, s)
+        @testset "Explicit" begin
+          gfun(args...) = gradient((x, y) -> sum(op.(x,y)), args...)
+          g = gfun(o, z)
+          @test gfun(o, false) == (g[1], nothing)
+          g = gfun(z, o)
+          @test gfun(false, o) == (nothing, g[2])
+    """,
+)
+def case_zero_bias_false():
+    import operator
+
+    for op in (operator.add, operator.sub, operator.mul):
+        for s in ((1,), (2, 3)):
+            o, z = jnp.ones(s), jnp.zeros(s)
+            gfun = lambda *args, op=op: fluxjax.gradient(lambda x, y: jnp.sum(op(x, y)), *args)
+            g = gfun(o, z)
+            g2 = gfun(o, False)
+            equal(g2[0], g[0])
+            assert g2[1] is None
+            g = gfun(z, o)
+            g2 = gfun(False, o)
+            assert g2[0] is None
+            equal(g2[1], g[1])
+
+
+@case(
+    names=("testmode!", "trainmode!", "Chain", "Dropout", "BatchNorm"),
+    source=UTILS,
+    julia="""
+    @testset "Train and test mode" begin
+      c = Chain(DummyLayer(true))
+      testmode!(c)
+      @test c[1].testing
+      trainmode!(c)
+      @test !c[1].testing
+    end
+    # and for Flux's own layers (test/layers/normalisation.jl):
+    @test BatchNorm(5; active=true).active === true
+    """,
+)
+def case_train_test_mode():
+    c = Chain(fluxjax.Dropout(0.5), fluxjax.BatchNorm(3))
+    fluxjax.testmode_(c)
+    assert c[0].active is False and c[1].active is False
+    fluxjax.trainmode_(c)
+    assert c[0].active is True and c[1].active is True
+    fluxjax.testmode_(c, "auto")
+    assert c[0].active is None
+    assert fluxjax.BatchNorm(5, active=True).active is True
+
+
+@case(
+    names=("modules",),
+    source=UTILS,
+    julia="""
+    m1 = Conv((2,3), 4=>5; pad=6, stride=7)
+    m2 = LayerNorm(8)
+    m3 = m2.diag
+    m4 = SkipConnection(m1, +)
+    m5 =  Chain(m4, m2)
+    modules = Flux.modules(m5)
+    # Depth-first descent
+    @test length(modules) == 6
+    @test modules[1] === m5
+    @test modules[3] === m4
+    @test modules[4] === m1
+    @test modules[5] === m2
+    @test modules[6] === m3
+    mod_par = Flux.modules(Parallel(Flux.Bilinear((2,2) => 2,cbrt), Dense(2=>2,abs), Dense(2=>2,abs2)))
+    @test length(mod_par) == 5
+    mod_rnn = Flux.modules(Chain(Dense(2=>3), BatchNorm(3), LSTM(3=>4)))
+    @test length(mod_rnn) == 6
+    @test mod_rnn[end] isa Flux.LSTMCell
+    """,
+    xfail="modules() leaves out the `layers` tuple of a Chain / Parallel, which Flux's modules (fcollect of "
+    "non-leaves) counts (so 5 instead of 6, 4 instead of 5), and fluxjax's LayerNorm holds no `diag` Scale sub-layer (Flux's m2.diag)",
+)
+def case_modules():
+    m1 = Conv((2, 3), (4, 5), pad=6, stride=7)
+    m2 = LayerNorm(8)
+    m4 = SkipConnection(m1, lambda a, b: a + b)
+    m5 = Chain(m4, m2)
+    mods = fluxjax.modules(m5)
+    assert len(mods) == 6, [type(x).__name__ for x in mods]
+    assert mods[0] is m5 and mods[2] is m4 and mods[3] is m1 and mods[4] is m2
+    assert type(mods[5]).__name__ == "Scale"
+    par = fluxjax.Parallel(lambda *a: a, fluxjax.Bilinear(((2, 2), 2), jnp.cbrt), Dense(2, 2, jnp.abs), Dense(2, 2, jnp.square))
+    assert len(fluxjax.modules(par)) == 5
+    mod_rnn = fluxjax.modules(Chain(Dense(2, 3), fluxjax.BatchNorm(3), fluxjax.LSTM(3, 4)))
+    assert len(mod_rnn) == 6
+    assert isinstance(mod_rnn[-1], fluxjax.LSTMCell)
+
+
+@case(
+    names=("onehot", "onehotbatch"),
+    source=ONEHOT,
+    julia="""
+    @test onehot(20, 10:10:30) == [false, true, false]
+    @test onehot(20, (10,20,30)) == [false, true, false]
+    @test onehot(40, (10,20,30), 20) == [false, true, false]
+    @test_throws Exception onehot('d', 'a':'c')
+    @test_throws Exception onehot('d', 'a':'c', 'e')
+    @test onehotbatch([20, 10], 10:10:30) == Bool[0 1; 1 0; 0 0]
+    @test onehotbatch([40, 10], (10,20,30), 20) == Bool[0 1; 1 0; 0 0]
+    @test onehotbatch("abc", 'a':'c') == Bool[1 0 0; 0 1 0; 0 0 1]
+    @test onehotbatch("zbc", ('a', 'b', 'c'), 'a') == Bool[1 0 0; 0 1 0; 0 0 1]
+    @test onehotbatch([10, 20], [30, 40, 50], 30) == Bool[1 1; 0 0; 0 0]
+    @test_throws Exception onehotbatch([:a, :d], [:a, :b, :c])
+    @test_throws Exception onehotbatch([2, 5], 0:4)
+    """,
+)
+def case_onehot():
+    equal(fluxjax.onehot(20, range(10, 40, 10)), [False, True, False])
+    equal(fluxjax.onehot(20, (10, 20, 30)), [False, True, False])
+    equal(fluxjax.onehot(40, (10, 20, 30), 20), [False, True, False])
+    raises(Exception, fluxjax.onehot, "d", "abc")
+    raises(Exception, fluxjax.onehot, "d", "abc", "e")
+    b = rows([0, 1], [1, 0], [0, 0], dtype=bool)
+    equal(fluxjax.onehotbatch([20, 10], range(10, 40, 10)), b)
+    equal(fluxjax.onehotbatch([40, 10], (10, 20, 30), 20), b)
+    equal(fluxjax.onehotbatch("abc", "abc"), np.eye(3, dtype=bool))
+    equal(fluxjax.onehotbatch("zbc", ("a", "b", "c"), "a"), np.eye(3, dtype=bool))
+    equal(fluxjax.onehotbatch([10, 20], [30, 40, 50], 30), rows([1, 1], [0, 0], [0, 0], dtype=bool))
+    raises(Exception, fluxjax.onehotbatch, ["a", "d"], ["a", "b", "c"])
+    raises(Exception, fluxjax.onehotbatch, [2, 5], range(0, 5))
+
+
+@case(
+    names=("onecold", "onehotbatch"),
+    source=ONEHOT,
+    julia="""
+    a = [1, 2, 5, 3.]
+    A = [1 20 5; 2 7 6; 3 9 10; 2 1 14]
+    labels = ['A', 'B', 'C', 'D']
+    @test onecold(a) == 3
+    @test onecold(A) == [3, 1, 4]
+    @test onecold(a, labels) == 'C'
+    @test onecold(A, labels) == ['C', 'A', 'D']
+    data = [:b, :a, :c]
+    labels = [:a, :b, :c]
+    hot = onehotbatch(data, labels)
+    cold = onecold(hot, labels)
+    @test cold == data
+    """,
+)
+def case_onecold():
+    a = np.array([1, 2, 5, 3.0])
+    A = rows([1, 20, 5], [2, 7, 6], [3, 9, 10], [2, 1, 14])
+    assert fluxjax.onecold(a) == 2  # 0-based index (Julia's 3)
+    equal(fluxjax.onecold(A), [2, 0, 3])
+    assert fluxjax.onecold(a, list("ABCD")) == "C"
+    assert list(fluxjax.onecold(A, list("ABCD"))) == ["C", "A", "D"]
+    hot = fluxjax.onehotbatch(["b", "a", "c"], ["a", "b", "c"])
+    assert list(fluxjax.onecold(hot, ["a", "b", "c"])) == ["b", "a", "c"]
+
+
+@case(
+    names=("DataLoader",),
+    source="Flux.jl test/data.jl",
+    julia="""
+    X = reshape([1:10;], (2, 5))
+    Y = [1:5;]
+    d = DataLoader(X, batchsize=2)
+    batches = collect(d)
+    @test length(batches) == 3
+    @test batches[1] == X[:,1:2]
+    @test batches[2] == X[:,3:4]
+    @test batches[3] == X[:,5:5]
+    d = DataLoader(X, batchsize=2, partial=false)
+    batches = collect(d)
+    @test length(batches) == 2
+    @test batches[1] == X[:,1:2]
+    @test batches[2] == X[:,3:4]
+    d = DataLoader((X, Y), batchsize=2)
+    batches = collect(d)
+    @test length(batches) == 3
+    @test batches[1][1] == X[:,1:2]
+    @test batches[1][2] == Y[1:2]
+    @test batches[3][1] == X[:,5:5]
+    @test batches[3][2] == Y[5:5]
+    """,
+)
+def case_dataloader():
+    X = jl(range(1, 11), (2, 5), np.int64)
+    Y = np.arange(1, 6)
+    b = list(fluxjax.DataLoader(X, batchsize=2))
+    assert len(b) == 3
+    equal(b[0], X[:, 0:2])
+    equal(b[1], X[:, 2:4])
+    equal(b[2], X[:, 4:5])
+    b = list(fluxjax.DataLoader(X, batchsize=2, partial=False))
+    assert len(b) == 2
+    equal(b[1], X[:, 2:4])
+    b = list(fluxjax.DataLoader((X, Y), batchsize=2))
+    assert len(b) == 3
+    equal(b[0][0], X[:, 0:2])
+    equal(b[0][1], Y[0:2])
+    equal(b[2][0], X[:, 4:5])
+    equal(b[2][1], Y[4:5])
+
+
+@case(
+    names=("flatten",),
+    source="Flux.jl test/outputsize.jl / MLUtils flatten docstring",
+    julia="""
+    @test outputsize(flatten, (5, 5, 3, 10)) == (75, 10)
+    # MLUtils: flatten(x) = reshape(x, :, size(x)[end])   (column-major)
+    julia> Flux.flatten(reshape(1:8, 2, 2, 2))
+    4×2 Matrix{Int64}:
+     1  5
+     2  6
+     3  7
+     4  8
+    """,
+)
+def case_flatten():
+    equal(fluxjax.flatten(jl(range(1, 9), (2, 2, 2), np.int64)), rows([1, 5], [2, 6], [3, 7], [4, 8], dtype=np.int64))
+    assert fluxjax.flatten(np.zeros((5, 5, 3, 10))).shape == (75, 10)
+
+
+@case(
+    names=("create_bias",),
+    source="Flux.jl src/utils.jl (create_bias docstring and methods)",
+    julia="""
+    create_bias(weights, bias, size...)
+    * `bias == true` creates a trainable array of the given size, of the same type as `weights`, initialised to zero.
+    * `bias == false` returns `false`, which is understood by AD to be non-differentiable.
+    * `bias::AbstractArray` uses the array provided, provided it has the correct size.
+    function create_bias(weights::AbstractArray, bias::AbstractArray, dims::Integer...)
+      size(bias) == dims || throw(DimensionMismatch("expected bias of size $(dims), got size $(size(bias))"))
+    """,
+)
+def case_create_bias():
+    from fluxjax.init import create_bias
+
+    W = fluxjax.rand32(3, 2)
+    b = create_bias(W, True, 3)
+    equal(b, np.zeros(3))
+    assert b.dtype == W.dtype
+    assert create_bias(W, False, 3) is False
+    b = create_bias(W, np.ones(3), 3)
+    assert b.dtype == W.dtype
+    raises((fluxjax.DimensionMismatch, ValueError), create_bias, W, np.ones(4), 3)

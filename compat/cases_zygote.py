@@ -1,0 +1,446 @@
+"""Zygote cases (Zygote.jl test/features.jl, test/deprecated.jl, test/tools.jl, src/lib/grad.jl docstrings).
+
+Julia's `nothing` gradient is Python's `None`; Julia's 1-based linear indexing of `vec(x)` is column-major.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import fluxjax
+from compat._case import case, close, equal, rows
+from fluxjax import zygote as Z
+
+
+def mul(a, b):
+    return a * b
+
+
+@case(
+    names=("gradient", "withgradient", "pullback"),
+    source="Zygote.jl test/features.jl",
+    julia="""
+    mul(a, b) = a*b
+    y, back = pullback(mul, 2, 3)
+    dx = back(4)
+    @test y == 6
+    @test dx == (12, 8)
+    @test gradient(mul, 2, 3) == (3, 2)
+    @test withgradient(mul, 2, 3) == (val = 6, grad = (3, 2))
+    """,
+)
+def case_zygote_basics():
+    y, back = Z.pullback(mul, 2.0, 3.0)
+    close(y, 6)
+    dx = back(4.0)
+    close(dx[0], 12)
+    close(dx[1], 8)
+    g = Z.gradient(mul, 2.0, 3.0)
+    assert len(g) == 2
+    close(g[0], 3)
+    close(g[1], 2)
+    res = Z.withgradient(mul, 2.0, 3.0)
+    close(res.val, 6)
+    close(res.grad[0], 3)
+    close(res.grad[1], 2)
+
+
+@case(
+    names=("gradient",),
+    source="Zygote.jl test/features.jl",
+    julia="""
+    @test gradient(x -> 1, 2) == (nothing,)
+    @test gradient(t -> t[1]*t[2], (2, 3)) == ((3, 2),)
+    @test gradient((x, y, z) -> sum((x, y, z)[1:2]), 7, 8.8, 9.9) == (1.0, 1.0, nothing)
+    """,
+)
+def case_gradient_nothing():
+    assert Z.gradient(lambda x: 1.0, 2.0) == (None,)
+    (g,) = Z.gradient(lambda t: t[0] * t[1], (2.0, 3.0))
+    close(g[0], 3)
+    close(g[1], 2)
+    g = Z.gradient(lambda x, y, z: sum((x, y, z)[0:2]), 7.0, 8.8, 9.9)
+    close(g[0], 1.0)
+    close(g[1], 1.0)
+    assert g[2] is None
+
+
+@case(
+    names=("withgradient",),
+    source="Zygote.jl src/compiler/interface.jl (withgradient docstring) / test/features.jl",
+    julia="""
+    @test withgradient([1,2,4]) do x
+        z = 1 ./ x
+        sum(z), z  # here z is an auxillary output
+    end == (val = (1.75, [1.0, 0.5, 0.25]), grad = ([-1.0, -0.25, -0.0625],))
+    """,
+)
+def case_withgradient_aux():
+    def f(x):
+        z = 1 / x
+        return jnp.sum(z), z
+
+    val, grad = Z.withgradient(f, jnp.array([1.0, 2.0, 4.0]))
+    close(val[0], 1.75)
+    close(val[1], [1.0, 0.5, 0.25])
+    close(grad[0], [-1.0, -0.25, -0.0625])
+
+
+@case(
+    names=("hook",),
+    source="Zygote.jl test/features.jl",
+    julia="""
+    @test gradient((a, b) -> Zygote.hook(-, a)*b, 2, 3) == (-3, 2)
+    """,
+)
+def case_hook():
+    g = Z.gradient(lambda a, b: Z.hook(lambda d: -d, a) * b, 2.0, 3.0)
+    close(g[0], -3)
+    close(g[1], 2)
+
+
+@case(
+    names=("ignore", "@ignore", "ignore_derivatives"),
+    source="Zygote.jl test/deprecated.jl",
+    julia="""
+    @test gradient(x -> Zygote.ignore(() -> x*x), 1) == (nothing,)
+    @test gradient(x -> Zygote.@ignore(x*x), 1) == (nothing,)
+    @test gradient(1) do x
+      y = Zygote.@ignore x
+      x * y
+    end == (1,)
+    """,
+)
+def case_ignore():
+    assert Z.gradient(lambda x: Z.ignore(lambda: x * x), 1.0) == (None,)
+    assert Z.gradient(lambda x: Z.ignore_derivatives(x * x), 1.0) == (None,)
+
+    def f(x):
+        y = Z.ignore(x)
+        return x * y
+
+    close(Z.gradient(f, 1.0)[0], 1)
+
+
+@case(
+    names=("dropgrad",),
+    source="Zygote.jl src/deprecated.jl (dropgrad docstring)",
+    julia="""
+    julia> gradient(2, 3) do a, b
+         dropgrad(a)*b
+       end
+    (nothing, 2)
+    """,
+)
+def case_dropgrad():
+    g = Z.gradient(lambda a, b: Z.dropgrad(a) * b, 2.0, 3.0)
+    assert g[0] is None
+    close(g[1], 2)
+
+
+@case(
+    names=("forwarddiff",),
+    source="Zygote.jl test/features.jl",
+    julia="""
+    @test gradient(5) do x
+      forwarddiff(x -> x^2, x)
+    end == (10,)
+    for chunk_threshold in 1:10:100
+      x = [1:100;]
+      @test gradient(x) do x
+        Zygote.forwarddiff(x -> x' * x, x; chunk_threshold = chunk_threshold)
+      end == (2 * x,)
+    end
+    """,
+)
+def case_forwarddiff():
+    close(Z.gradient(lambda x: Z.forwarddiff(lambda x: x**2, x), 5.0)[0], 10)
+    x = jnp.arange(1.0, 101.0)
+    g = jax.jit(lambda x: Z.gradient(lambda x: Z.forwarddiff(lambda x: x @ x, x), x)[0])(x)  # one compilation
+    close(g, 2 * np.arange(1.0, 101.0))
+
+
+@case(
+    names=("checkpointed", "pullback"),
+    source="Zygote.jl test/features.jl",
+    julia="""
+    @testset "checkpointed does not change pullback value" begin
+        for setup in [
+                (f=identity, args = (1.0,), dy=1.0),
+                (f=max, args = (1.0,2, 3), dy=1.0),
+                (f=sum, args = (cos, [1.0, 2.0],), dy=1.0),
+                (f=*, args = (randn(2,2),randn(2,2)), dy=randn(2,2)),
+            ]
+            y_ref, pb_ref = Zygote.pullback(setup.f, setup.args...)
+            y_cp, pb_cp = Zygote.pullback(Zygote.checkpointed, setup.f, setup.args...)
+            @test y_cp == y_ref
+            @test pb_cp(setup.dy) == (nothing, pb_ref(setup.dy)...)
+        end
+    end
+    """,
+)
+def case_checkpointed():
+    # Python functions are not differentiable arguments, so `pullback(checkpointed, f, args...)` is written
+    # `pullback(lambda *xs: checkpointed(f, *xs), args...)` and has no leading `nothing`
+    rng = np.random.default_rng(0)
+    A, B, dY = (jnp.asarray(rng.standard_normal((2, 2)), jnp.float32) for _ in range(3))
+    setups = [
+        (lambda x: x, (1.0,), 1.0),
+        (lambda a, b, c: jnp.maximum(jnp.maximum(a, b), c), (1.0, 2.0, 3.0), 1.0),
+        (lambda x: jnp.sum(jnp.cos(x)), (jnp.array([1.0, 2.0]),), 1.0),  # sum(cos, x)
+        (lambda A, B: A @ B, (A, B), dY),
+    ]
+    for f, args, dy in setups:
+        y_ref, pb_ref = Z.pullback(f, *args)
+        y_cp, pb_cp = Z.pullback(lambda *xs, f=f: Z.checkpointed(f, *xs), *args)
+        equal(y_cp, y_ref)
+        for g_cp, g_ref in zip(pb_cp(dy), pb_ref(dy)):
+            if g_ref is None:
+                assert g_cp is None
+            else:
+                close(g_cp, g_ref, rtol=1e-6)
+
+
+@case(
+    names=("gradient",),
+    source="Zygote.jl test/features.jl",
+    julia="""
+    D(f, x) = pullback(f, x)[2](1)[1]
+    @test D(x -> D(sin, x), 0.5) == -sin(0.5)
+    @test D(x -> x*D(y -> x+y, 1), 1) == 1
+    @test D(x -> x*D(y -> x*y, 1), 4) == 8
+    """,
+)
+def case_nested_ad():
+    def D(f, x):
+        return Z.pullback(f, x)[1](1.0)[0]
+
+    close(D(lambda x: D(jnp.sin, x), 0.5), -np.sin(0.5), rtol=1e-6)
+    close(D(lambda x: x * D(lambda y: x + y, 1.0), 1.0), 1)
+    close(D(lambda x: x * D(lambda y: x * y, 1.0), 4.0), 8)
+
+
+@case(
+    names=("jacobian",),
+    source="Zygote.jl src/lib/grad.jl (jacobian docstring)",
+    julia="""
+    julia> jacobian(a -> 100*a[1:3].^2, 1:7)[1]  # first index (rows) is output
+     200    0    0  0  0  0  0
+       0  400    0  0  0  0  0
+       0    0  600  0  0  0  0
+    julia> jacobian((a,x) -> a.^2 .* x, [1,2,3], 1)  # scalar argument has vector jacobian
+    ([2 0 0; 0 4 0; 0 0 6], [1, 4, 9])
+    """,
+)
+def case_jacobian():
+    (j,) = jax.jit(lambda a: Z.jacobian(lambda a: 100 * a[0:3] ** 2, a))(jnp.arange(1.0, 8.0))
+    want = np.zeros((3, 7))
+    want[0, 0], want[1, 1], want[2, 2] = 200, 400, 600
+    close(j, want)
+    ja, jx = Z.jacobian(lambda a, x: a**2 * x, jnp.array([1.0, 2, 3]), 1.0)
+    close(ja, np.diag([2.0, 4, 6]))
+    close(jx, [1.0, 4, 9])
+
+
+@case(
+    names=("withjacobian",),
+    source="Zygote.jl src/lib/grad.jl (withjacobian docstring)",
+    julia="""
+    julia> withjacobian(cumsum, [1,2,3])
+    (val = [1, 3, 6], grad = ([1 0 0; 1 1 0; 1 1 1],))
+    """,
+)
+def case_withjacobian():
+    val, grad = Z.withjacobian(jnp.cumsum, jnp.array([1.0, 2, 3]))
+    close(val, [1, 3, 6])
+    close(grad[0], rows([1, 0, 0], [1, 1, 0], [1, 1, 1]))
+
+
+@case(
+    names=("hessian",),
+    source="Zygote.jl src/lib/grad.jl (hessian docstring)",
+    julia="""
+    julia> hessian(x -> x[1]*x[2], randn(2))
+     0.0  1.0
+     1.0  0.0
+    julia> hessian(x -> sum(x.^3), [1 2; 3 4])  # uses linear indexing of x
+     6   0   0   0
+     0  18   0   0
+     0   0  12   0
+     0   0   0  24
+    julia> hessian(sin, pi/2)
+    -1.0
+    """,
+)
+def case_hessian():
+    # under jax.jit: one compilation instead of one per primitive (the same functions run)
+    close(jax.jit(lambda x: Z.hessian(lambda x: x[0] * x[1], x))(jnp.array([0.3, -1.2])), rows([0, 1], [1, 0]))
+    close(jax.jit(lambda x: Z.hessian(lambda x: jnp.sum(x**3), x))(jnp.array(rows([1, 2], [3, 4]))), np.diag([6.0, 18, 12, 24]))
+    close(jax.jit(lambda x: Z.hessian(jnp.sin, x))(np.pi / 2), -1.0)
+
+
+@case(
+    names=("diaghessian",),
+    source="Zygote.jl src/lib/grad.jl (diaghessian docstring)",
+    julia="""
+    julia> diaghessian(x -> sum(x.^3), [1 2; 3 4])[1]
+     6  12
+    18  24
+    julia> diaghessian(atan, 1, 2)  # note that the function does not map Number -> Number
+    (-0.16, 0.16)
+    """,
+)
+def case_diaghessian():
+    dh = jax.jit(lambda x: Z.diaghessian(lambda x: jnp.sum(x**3), x))  # one compilation instead of one per primitive
+    close(dh(jnp.array(rows([1, 2], [3, 4])))[0], rows([6, 12], [18, 24]))
+    d = jax.jit(lambda a, b: Z.diaghessian(jnp.arctan2, a, b))(1.0, 2.0)
+    close(d[0], -0.16)
+    close(d[1], 0.16)
+
+
+@case(
+    names=("Params", "Grads", "gradient", "withgradient", "jacobian"),
+    source="Zygote.jl test/deprecated.jl",
+    julia="""
+    w = [3.0, 1.0]; x = [2.0, 4.0]
+    gs = @test_deprecated gradient(() -> sum(w .* x), Params([w]))
+    @test gs[w] == x
+    res = @test_deprecated withgradient(() -> sum(w .* x), Params([w]))
+    @test res.val == sum(w .* x)
+    @test res.grad[w] == x
+    js = @test_deprecated jacobian(() -> w .* x, Params([w]))
+    @test js[w] == [x[1] 0.0; 0.0 x[2]]
+    """,
+)
+def case_implicit_params():
+    w, x = jnp.array([3.0, 1.0]), jnp.array([2.0, 4.0])
+    gs = Z.gradient(lambda: jnp.sum(w * x), Z.Params([w]))
+    assert isinstance(gs, Z.Grads)
+    close(gs[w], x)
+    res = Z.withgradient(lambda: jnp.sum(w * x), Z.Params([w]))
+    close(res.val, 10.0)
+    close(res.grad[w], x)
+    js = Z.jacobian(lambda: w * x, Z.Params([w]))
+    close(js[w], rows([2.0, 0], [0, 4.0]))
+
+
+@case(
+    names=("Params",),
+    source="Zygote.jl test/deprecated.jl",
+    julia="""
+    x = [0, 0]; y = [0]
+    ps = Params([x, y])
+    copy!(ps, [1, 2, 3])
+    @test x == [1, 2]
+    @test y == [3]
+    """,
+)
+def case_params_copy():
+    x, y = jnp.zeros(2), jnp.zeros(1)
+    ps = Z.Params([x, y])
+    ps.copy_(jnp.array([1.0, 2.0, 3.0]))
+    equal(list(ps)[0], [1.0, 2.0])
+    equal(list(ps)[1], [3.0])
+
+
+@case(
+    names=("Buffer",),
+    source="Zygote.jl test/gradcheck_p3.jl (Buffer)",
+    julia="""
+    @test gradient([1, 2, 3]) do x
+      b = Buffer(x)
+      b[:] = x
+      return sum(copy(b))
+    end == ([1,1,1],)
+    function vstack(xs)
+      buf = Buffer(xs, length(xs), 5)
+      for i = 1:5
+        buf[:, i] = xs
+      end
+      return copy(buf)
+    end
+    @test gradient(x -> sum(vstack(x)), [1, 2, 3]) == ([5, 5, 5],)
+    """,
+)
+def case_buffer():
+    def f(x):
+        b = Z.Buffer(x)
+        b[:] = x
+        return jnp.sum(b.copy())
+
+    close(Z.gradient(f, jnp.array([1.0, 2, 3]))[0], [1, 1, 1])
+
+    def vstack(xs):
+        buf = Z.Buffer(xs, 3, 5)
+        for i in range(5):
+            buf[:, i] = xs
+        return buf.copy()
+
+    close(Z.gradient(lambda x: jnp.sum(vstack(x)), jnp.array([1.0, 2, 3]))[0], [5, 5, 5])
+
+
+@case(
+    names=("@adjoint", "gradient"),
+    source="Zygote.jl test/features.jl",
+    julia="""
+    grad_closure(x) = 2x
+    Zygote.@adjoint (f::typeof(grad_closure))(x) = f(x), Δ -> (1, 2)
+    @test gradient((f, x) -> f(x), grad_closure, 5) == (1, 2)
+    """,
+)
+def case_adjoint():
+    # Python functions are not differentiable arguments: the rule's x-gradient (2) is what comes out.
+    @Z.adjoint
+    def grad_closure(x):
+        return 2 * x, lambda dy: (2.0,)
+
+    close(Z.gradient(grad_closure, 5.0)[0], 2)
+    close(Z.gradient(lambda x: grad_closure(x), 5.0)[0], 2)
+
+
+@case(
+    names=("gradient",),
+    source="Zygote.jl test/features.jl",
+    julia="""
+    function net(x1)
+      x2  = x1
+      x3  = x1 + x2
+      x4  = x1 + x2 + x3
+      ...
+      x10 = x1 + x2 + x3 + x4 + x5 + x6 + x7 + x8 + x9
+    end
+    loss(x) = sum(abs2, net(x))
+    @test gradient(loss, ones(10,10))[1] == fill(131072, 10, 10)
+    """,
+)
+def case_accumulation():
+    def net(x1):
+        x2 = x1
+        x3 = x1 + x2
+        x4 = x1 + x2 + x3
+        x5 = x1 + x2 + x3 + x4
+        x6 = x1 + x2 + x3 + x4 + x5
+        x7 = x1 + x2 + x3 + x4 + x5 + x6
+        x8 = x1 + x2 + x3 + x4 + x5 + x6 + x7
+        x9 = x1 + x2 + x3 + x4 + x5 + x6 + x7 + x8
+        return x1 + x2 + x3 + x4 + x5 + x6 + x7 + x8 + x9
+
+    equal(Z.gradient(lambda x: jnp.sum(net(x) ** 2), jnp.ones((10, 10)))[0], np.full((10, 10), 131072.0))
+
+
+@case(
+    names=("pushforward",),
+    source="Zygote.jl test/forward.jl",
+    julia="""
+    D(f, x) = pushforward(f, x)(1)
+    @test D(x -> sin(cos(x)), 0.5) == -cos(cos(0.5))*sin(0.5)
+    @test D(x -> D(cos, x), 0.5) == -cos(0.5)
+    @test D(x -> x*D(y -> x*y, 1), 4) == 8
+    """,
+    xfail="fluxjax.zygote has no pushforward (forward-mode entry point; jax.jvp would serve)",
+)
+def case_pushforward():
+    D = lambda f, x: fluxjax.zygote.pushforward(f, x)(1.0)
+    close(D(lambda x: jnp.sin(jnp.cos(x)), 0.5), -np.cos(np.cos(0.5)) * np.sin(0.5))
+    close(D(lambda x: D(jnp.cos, x), 0.5), -np.cos(0.5))
+    close(D(lambda x: x * D(lambda y: x * y, 1.0), 4.0), 8)

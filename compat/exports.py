@@ -1,0 +1,219 @@
+"""Every name that Flux and Zygote export, mapped to its fluxjax spelling.
+
+Sources (read from the repositories, not from memory):
+
+- Flux.jl v0.16.11 ``src/Flux.jl``: its ``export`` lines, its ``@compat(public, ...)`` list, ``export gradient,
+  withgradient`` (``src/gradient.jl``), ``@autosize``, ``get_device``, the distributed names, and the
+  ``@reexport`` of NNlib, Optimisers, MLDataDevices and ADTypes; names that v0.14 / v0.15 still exported
+  (the old ``Flux.Optimise`` rules, ``params``, ``@functor``...) are listed as such.
+- Flux.jl ``src/losses/Losses.jl`` ``export`` (the ``Flux.Losses`` module, also public in Flux).
+- NNlib.jl v0.9.36 ``src/NNlib.jl`` ``export`` lines (re-exported by Flux) and its ``public`` list.
+- Optimisers.jl v0.4.8 ``src/Optimisers.jl`` ``export`` and ``@compat public`` (re-exported by Flux).
+- Zygote.jl v0.7.12 ``src/Zygote.jl`` ``export`` lines, plus the Zygote API that Flux code calls qualified
+  (``Zygote.hook``, ``Zygote.@ignore``, ``Zygote.Buffer``, ...).
+
+Spelling rules (DESIGN.md): a trailing ``!`` becomes ``_``; Greek names get their ASCII aliases (``σ`` →
+``sigmoid``, ``hardσ`` → ``hardsigmoid``, ``logσ`` → ``logsigmoid``); ``⊠`` is ``batched_mul``; a leading ``∇``
+(NNlib's hand-written pullbacks) becomes ``grad_``; a macro ``@m`` becomes the function or decorator ``m``.
+Each entry lists the fluxjax attribute paths (relative to ``fluxjax``) where the name may live; the first
+is the canonical spelling.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import types
+
+
+@dataclasses.dataclass(frozen=True)
+class Export:
+    julia: str  # the name as Julia spells it
+    group: str  # where Julia exports it
+    paths: tuple[str, ...]  # fluxjax spellings, canonical first
+    note: str = ""
+
+    @property
+    def python(self) -> str:
+        return "fluxjax." + self.paths[0]
+
+
+FLUX = "Flux (export)"
+FLUX_OLD = "Flux ≤0.15 (export, since removed or deprecated)"
+FLUX_PUBLIC = "Flux (public)"
+LOSSES = "Flux.Losses (export)"
+NNLIB = "NNlib (export, re-exported by Flux)"
+NNLIB_PUBLIC = "NNlib (public)"
+OPTIMISERS = "Optimisers.jl (export, re-exported by Flux)"
+OPTIMISERS_PUBLIC = "Optimisers.jl (public, re-exported by Flux)"
+DEVICES = "MLDataDevices (re-exported by Flux)"
+ADTYPES = "ADTypes (re-exported by Flux)"
+ZYGOTE = "Zygote (export)"
+ZYGOTE_QUALIFIED = "Zygote (qualified API used by Flux code)"
+
+
+def _py(julia: str) -> str:
+    """The fluxjax spelling of a Julia name."""
+    greek = {"σ": "sigmoid", "hardσ": "hardsigmoid", "logσ": "logsigmoid", "⊠": "batched_mul"}
+    name = greek.get(julia, julia).lstrip("@")
+    if name.startswith("∇"):
+        name = "grad_" + name[1:]
+    return name.replace("!", "_")
+
+
+def _entries(group: str, names: str, prefixes: tuple[str, ...] = ("",), note: str = "") -> list[Export]:
+    out = []
+    for julia in names.split():
+        py = _py(julia)
+        out.append(Export(julia, group, tuple(p + py for p in prefixes), note))
+    return out
+
+
+_NN = ("", "nnlib.")
+_ZY = ("", "zygote.")
+_OPT = ("", "optimise.")
+_LOSS = ("losses.", "")
+
+EXPORTS: list[Export] = [
+    # Flux.jl src/Flux.jl `export Chain, Dense, ...` (v0.16.11)
+    *_entries(
+        FLUX,
+        """Chain Dense Embedding EmbeddingBag Maxout SkipConnection Parallel PairwiseFusion
+        RNNCell LSTMCell GRUCell GRUv3Cell RNN LSTM GRU GRUv3 Recurrence
+        SamePad Conv CrossCor ConvTranspose DepthwiseConv
+        AdaptiveMaxPool AdaptiveMeanPool GlobalMaxPool GlobalMeanPool MaxPool MeanPool
+        Dropout AlphaDropout LayerNorm BatchNorm InstanceNorm GroupNorm WeightNorm
+        MultiHeadAttention Upsample PixelShuffle
+        fmap cpu gpu f32 f64 f16 bf16 BFloat16 rand32 randn32 zeros32 ones32 testmode! trainmode!""",
+    ),
+    *_entries(FLUX, "gradient withgradient"),  # src/gradient.jl
+    *_entries(FLUX, "@autosize get_device"),
+    *_entries(FLUX, "MPIBackend NCCLBackend DistributedUtils", ("", "parallel.")),
+    # Flux.jl v0.14 / v0.15 exports that v0.16 dropped (Flux.Optimise rules, deprecated aliases)
+    *_entries(FLUX_OLD, "InvDecay ExpDecay ClipValue Optimiser", _OPT, note="removed in Flux 0.15; Optimisers.jl replaces it"),
+    # Flux.jl src/Flux.jl `@compat(public, (...))`
+    Export("Losses", FLUX_PUBLIC, ("losses",)),
+    Export("Train", FLUX_PUBLIC, ("optimise.train", "optimise")),
+    *_entries(FLUX_PUBLIC, "Bilinear Scale outputsize"),
+    Export("state", FLUX_PUBLIC, ("state", "serialize.state")),
+    *_entries(FLUX_PUBLIC, "create_bias nfan", ("", "init.")),
+    *_entries(FLUX_PUBLIC, "@layer initialstates normalise loadmodel! activations modules flatten rng_from_array"),
+    *_entries(FLUX_PUBLIC, "onehot onehotbatch onecold"),
+    *_entries(FLUX_PUBLIC, "setup train! trainstep! trainstep_withgradient!", _OPT),
+    *_entries(FLUX_PUBLIC, "freeze! thaw! adjust! update! trainable", ("", "optimise.", "functors.")),
+    *_entries(FLUX_PUBLIC, "hessian diaghessian jacobian withjacobian pullback", _ZY),
+    *_entries(
+        FLUX_PUBLIC,
+        """glorot_uniform glorot_normal kaiming_uniform kaiming_normal truncated_normal lecun_normal orthogonal
+        sparse_init identity_init""",
+        ("", "init."),
+    ),
+    *_entries(FLUX_PUBLIC, "remove_weight_norms"),
+    # Flux v0.14 / v0.15 public names and the Flux.X API scripts still call qualified
+    *_entries(FLUX_PUBLIC, "functor @functor KeyPath haskeypath getkeypath", ("", "functors.")),
+    *_entries(FLUX_PUBLIC, "destructure params trainables", ("", "optimise.", "zygote.")),
+    Export("DataLoader", FLUX_PUBLIC, ("DataLoader", "data.DataLoader"), "MLUtils.DataLoader, reached as Flux.DataLoader"),
+    # Flux.jl src/losses/Losses.jl `export ...`
+    *_entries(
+        LOSSES,
+        """mse mae msle label_smoothing crossentropy logitcrossentropy binarycrossentropy logitbinarycrossentropy
+        kldivergence huber_loss tversky_loss dice_coeff_loss poisson_loss hinge_loss squared_hinge_loss
+        binary_focal_loss focal_loss siamese_contrastive_loss""",
+        _LOSS,
+    ),
+    # NNlib.jl src/NNlib.jl `export ...` (Flux does `@reexport using NNlib`)
+    *_entries(NNLIB, "ConvDims DenseConvDims PoolDims DepthwiseConvDims", _NN),
+    *_entries(
+        NNLIB,
+        """σ hardσ hardtanh relu leakyrelu relu6 rrelu elu gelu_tanh gelu_sigmoid gelu_erf swish hardswish selu
+        celu softplus softsign logσ logcosh mish tanhshrink softshrink trelu lisht tanh_fast sigmoid_fast""",
+        _NN,
+    ),
+    *_entries(NNLIB, "sigmoid hardsigmoid logsigmoid thresholdrelu gelu", _NN),
+    *_entries(NNLIB, "dot_product_attention dot_product_attention_scores make_causal_mask", ("", "nnlib.", "nnlib.attention.")),
+    *_entries(NNLIB, "dropout dropout!", _NN),
+    *_entries(NNLIB, "softmax softmax! ∇softmax ∇softmax! logsoftmax logsoftmax! ∇logsoftmax ∇logsoftmax! logsumexp", _NN),
+    *_entries(NNLIB, "batched_mul batched_mul! ⊠ batched_vec batched_transpose batched_adjoint grid_sample ∇grid_sample", _NN),
+    *_entries(
+        NNLIB,
+        """conv conv! ∇conv_data ∇conv_data! ∇conv_filter ∇conv_filter! depthwiseconv depthwiseconv!
+        ∇depthwiseconv_data ∇depthwiseconv_data! ∇depthwiseconv_filter ∇depthwiseconv_filter!
+        conv_bias_act conv_bias_act! bias_act! ctc_loss""",
+        ("", "nnlib.", "losses."),
+    ),
+    *_entries(
+        NNLIB,
+        """maxpool maxpool! meanpool meanpool! lpnormpool lpnormpool! ∇maxpool ∇maxpool! ∇meanpool ∇meanpool!
+        ∇lpnormpool ∇lpnormpool! pad_constant pad_repeat pad_reflect pad_zeros pad_symmetric pad_circular
+        upsample_nearest ∇upsample_nearest upsample_linear ∇upsample_linear upsample_bilinear ∇upsample_bilinear
+        upsample_trilinear ∇upsample_trilinear pixel_shuffle imrotate ∇imrotate
+        stft istft hann_window hamming_window spectrogram melscale_filterbanks""",
+        _NN,
+    ),
+    *_entries(NNLIB_PUBLIC, "gather gather! scatter scatter! fold unfold glu within_gradient", _NN),
+    # Optimisers.jl src/Optimisers.jl `export ...` and `@compat public ...`
+    Export("AbstractRule", OPTIMISERS, ("optimise.Rule", "optimise.AbstractRule")),
+    *_entries(
+        OPTIMISERS,
+        """Descent Adam Momentum Nesterov Rprop RMSProp AdaGrad AdaMax AdaDelta AMSGrad NAdam AdamW RAdam OAdam
+        AdaBelief WeightDecay SignDecay ClipGrad ClipNorm OptimiserChain Lion AccumGrad MixedPrecision""",
+        _OPT,
+    ),
+    *_entries(OPTIMISERS_PUBLIC, "apply! init update make_reactant_compatible adjust Leaf", _OPT),
+    # MLDataDevices, re-exported by Flux
+    *_entries(
+        DEVICES,
+        """MLDataDevices supported_gpu_backends reset_gpu_device! default_device_rng gpu_device cpu_device
+        reactant_device CPUDevice CUDADevice AMDGPUDevice MetalDevice oneAPIDevice ReactantDevice gpu_backend!
+        get_device_type DeviceIterator""",
+        ("", "devices."),
+    ),
+    # ADTypes, re-exported by Flux: the backends that Flux.gradient documents
+    *_entries(ADTYPES, "AutoZygote AutoEnzyme AutoMooncake AutoFiniteDifferences", ("", "zygote.")),
+    # Zygote.jl src/Zygote.jl `export ...`
+    *_entries(ZYGOTE, "withgradient gradient withjacobian jacobian hessian diaghessian pullback pushforward @code_adjoint", _ZY),
+    *_entries(ZYGOTE, "rrule_via_ad Params", _ZY),
+    # Zygote's API used qualified (Zygote.hook, Zygote.@ignore, ...) in Flux code, docs and tests
+    *_entries(
+        ZYGOTE_QUALIFIED,
+        """Grads @adjoint hook ignore @ignore dropgrad ignore_derivatives checkpointed Buffer forwarddiff
+        hessian_reverse isderiving @showgrad eager_update!""",
+        _ZY,
+    ),
+]
+
+
+def _resolve_path(path: str):
+    mod = importlib.import_module("fluxjax")
+    obj = mod
+    for part in path.split("."):
+        if not hasattr(obj, part):
+            return None
+        obj = getattr(obj, part)
+    return obj
+
+
+def resolve(e: Export):
+    """The fluxjax object for an export, or None when fluxjax lacks it.
+
+    A Python module only counts for Julia modules (``Losses``, ``Train``): ``fluxjax.state`` the module is
+    not ``Flux.state`` the function.
+    """
+    julia_module = e.julia in {"Losses", "Train", "MLDataDevices", "DistributedUtils"}
+    for path in e.paths:
+        obj = _resolve_path(path)
+        if obj is None:
+            continue
+        if isinstance(obj, types.ModuleType) and not callable(obj) and not julia_module:
+            continue  # e.g. a submodule that merely shares the name
+        if julia_module and not isinstance(obj, types.ModuleType):
+            continue
+        return obj
+    return None
+
+
+def by_julia_name() -> dict[str, list[Export]]:
+    out: dict[str, list[Export]] = {}
+    for e in EXPORTS:
+        out.setdefault(e.julia, []).append(e)
+    return out
