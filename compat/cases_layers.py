@@ -427,7 +427,7 @@ def case_embedding_padding_idx():
 
 
 @case(
-    names=("EmbeddingBag",),
+    names=("EmbeddingBag", "identity_init"),
     source="Flux.jl src/layers/basic.jl (EmbeddingBag docstring)",
     julia="""
     julia> eb = EmbeddingBag(26 => 3, init=Flux.identity_init(gain=100))
@@ -440,11 +440,101 @@ def case_embedding_padding_idx():
      33.3333  50.0
       0.0     50.0
      66.6667   0.0
+    julia> eb([1 1 1 1; 1 2 3 4])  # 4 bags each of 2 items, eachcol([1 1 1 1; 1 2 3 4])
+     100.0  50.0  50.0  50.0
+       0.0  50.0   0.0   0.0
+       0.0   0.0  50.0   0.0
+    julia> eb(rand(1:26, 10, 5, 5)) |> size  # 25 bags each of 10 items
+    (3, 5, 5)
+    julia> data = [11, 1, 12, 2, 13, 3, 14];
+    julia> eb(data, [1, 4])  # two bags, of 3 and 4 items
+     33.3333   0.0
+      0.0     25.0
+      0.0     25.0
+    julia> eb(Flux.onehotbatch("bba", 'a':'z'))  # same as [2,2,1], one bag of 3 items
+     33.333332 66.666664 0.0
+    julia> eb([Flux.onehotbatch("bba", 'a':'z'), Flux.onehotbatch("cc", 'a':'z')])  # two bags
+     33.3333    0.0
+     66.6667    0.0
+      0.0     100.0
     """,
-    xfail="fluxjax has no EmbeddingBag (exported by Flux since 0.14)",
 )
 def case_embeddingbag():
     eb = fluxjax.EmbeddingBag(26, 3, init=fluxjax.identity_init(gain=100))
+    assert repr(eb).split("#")[0].rstrip() == "EmbeddingBag(26 => 3)" and "# 78 parameters" in repr(eb)
     close(eb([1]), [0, 100, 0])  # 0-based indices
     close(eb([2, 2, 0]), [33.333332, 0, 66.666664])
     close(eb([[2, 0, 2], [1, 0]]), rows([33.3333, 50.0], [0, 50.0], [66.6667, 0]))
+    close(eb(np.array([[0, 0, 0, 0], [0, 1, 2, 3]])), rows([100, 50, 50, 50], [0, 50, 0, 0], [0, 0, 50, 0]))
+    assert eb(np.random.randint(0, 26, (10, 5, 5))).shape == (3, 5, 5)
+    data = [10, 0, 11, 1, 12, 2, 13]
+    close(eb(data, [0, 3]), rows([33.3333, 0], [0, 25], [0, 25]))
+    az = "abcdefghijklmnopqrstuvwxyz"
+    close(eb(fluxjax.onehotbatch("bba", az)), [33.333332, 66.666664, 0])
+    close(eb([fluxjax.onehotbatch("bba", az), fluxjax.onehotbatch("cc", az)]), rows([33.3333, 0], [66.6667, 0], [0, 100]))
+
+
+@case(
+    names=("EmbeddingBag", "Embedding", "onehotbatch"),
+    source=BASIC,
+    julia="""
+    @testset for reduction in [sum, Statistics.mean, maximum]
+      vocab_size, embed_size = 10, 4
+      emb_bag = Flux.EmbeddingBag(vocab_size => embed_size, reduction)
+      emb = Flux.Embedding(emb_bag.weight)
+      @test size(emb_bag.weight) == (embed_size, vocab_size)
+      @test_throws ErrorException emb_bag(2)
+      x = rand(1:vocab_size, 3);  y = emb_bag(x);  z = vec(reduction(emb(x), dims=2))
+      @test y isa Vector{Float32};  @test y ≈ z
+      # PyTorch style `input`/`offset` bagging
+      @test emb_bag([1,3,2,4,5,7], [1,3,5]) ≈ emb_bag([[1,3], [2,4], [5,7]])
+      @test emb_bag([1,3,2,4,5,7], [1,3,5]) ≈ emb_bag([1 2 5; 3 4 7])
+      @test_throws ArgumentError emb_bag([1,2,3,4,5,6], [2, 4])
+      @test_throws ArgumentError emb_bag([1,2,3,4,5,6], [1, 12])
+      @test emb_bag([1,2,3,4,5,6,7,8,9,10], [1,5,6,8]) ≈ emb_bag([[1,2,3,4], [5], [6,7], [8,9,10]])
+      x = [rand(1:vocab_size, 3) for _ in 1:4];  y = emb_bag(x);  z = reduce(hcat, reduction.(emb.(x), dims=2))
+      @test y isa Matrix{Float32};  @test y ≈ z
+      x = rand(1:vocab_size, (3, 5));  xvec = collect(eachcol(x));  y = emb_bag(x)
+      @test y ≈ emb_bag(xvec);  @test y ≈ reduce(hcat, reduction.(emb.(xvec), dims=2))
+      @test_throws ErrorException emb_bag(Flux.OneHotVector(3, vocab_size))
+      i2 = rand(1:vocab_size, 3);  y2 = emb_bag(Flux.OneHotMatrix(i2, vocab_size))
+      @test y2 isa Vector{Float32};  @test y2 ≈ vec(reduction(emb(i2), dims=2))
+      @test_throws DimensionMismatch emb_bag(Flux.OneHotMatrix(1:5, 1000))
+    end
+    # test _splitat: offsets_non_monotonic = [1, 2, 2, 5], offsets_non_sorted = [1, 5, 2] throw ArgumentError
+    """,
+)
+def case_embeddingbag_testset():
+    for reduction, red in [(jnp.sum, np.sum), ("mean", np.mean), (max, np.max)]:
+        vocab_size, embed_size = 10, 4
+        emb_bag = fluxjax.EmbeddingBag(vocab_size, embed_size, reduction)
+        emb = Embedding(emb_bag.weight)
+        assert emb_bag.weight.shape == (embed_size, vocab_size)
+        raises(TypeError, emb_bag, 1)
+        x = np.random.randint(0, vocab_size, 3)
+        y = emb_bag(x)
+        assert y.shape == (embed_size,) and y.dtype == jnp.float32
+        close(y, red(np.asarray(emb(x)), axis=1))
+        # 0-based: Julia's data [1,3,2,4,5,7] and offsets [1,3,5] minus 1
+        close(emb_bag([0, 2, 1, 3, 4, 6], [0, 2, 4]), emb_bag([[0, 2], [1, 3], [4, 6]]))
+        close(emb_bag([0, 2, 1, 3, 4, 6], [0, 2, 4]), emb_bag(np.array([[0, 1, 4], [2, 3, 6]])))
+        raises(ValueError, emb_bag, [0, 1, 2, 3, 4, 5], [1, 3])
+        raises(ValueError, emb_bag, [0, 1, 2, 3, 4, 5], [0, 11])
+        raises(ValueError, emb_bag, list(range(9)), [0, 1, 1, 4])
+        raises(ValueError, emb_bag, list(range(9)), [0, 4, 1])
+        close(emb_bag(list(range(10)), [0, 4, 5, 7]), emb_bag([[0, 1, 2, 3], [4], [5, 6], [7, 8, 9]]))
+        xs = [np.random.randint(0, vocab_size, 3) for _ in range(4)]
+        y = emb_bag(xs)
+        assert y.shape == (embed_size, 4)
+        close(y, np.stack([red(np.asarray(emb(v)), axis=1) for v in xs], axis=1))
+        x = np.random.randint(0, vocab_size, (3, 5))
+        xvec = [x[:, j] for j in range(5)]
+        y = emb_bag(x)
+        close(y, emb_bag(xvec))
+        close(y, np.stack([red(np.asarray(emb(v)), axis=1) for v in xvec], axis=1))
+        raises(TypeError, emb_bag, fluxjax.onehot(2, range(vocab_size)))
+        i2 = np.random.randint(0, vocab_size, 3)
+        y2 = emb_bag(fluxjax.onehotbatch(i2, range(vocab_size)))
+        assert y2.shape == (embed_size,)
+        close(y2, red(np.asarray(emb(i2)), axis=1))
+        raises(DimensionMismatch, emb_bag, fluxjax.onehotbatch(np.arange(5), range(1000)))

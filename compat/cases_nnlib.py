@@ -7,13 +7,15 @@ precision (rtol 1e-6) and the values are NNlib's.
 """
 
 import math
+import operator
+import statistics
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 import fluxjax
-from compat._case import case, close, equal, jl, rows
+from compat._case import case, close, equal, jl, raises, rows
 from fluxjax import nnlib as N
 
 ACT = "NNlib.jl test/activations.jl"
@@ -252,7 +254,6 @@ def case_conv_2d():
     @test isapprox(ddims(∇conv_filter(x, dy, cdims)), dw, rtol = 1.0e-7)
     @test isapprox(ddims(∇conv_data(dy, w, cdims)), dx, rtol = 1.0e-7)
     """,
-    xfail="fluxjax.nnlib has no ∇conv_data / ∇conv_filter (spelled grad_conv_data / grad_conv_filter)",
 )
 def case_conv_grads():
     x = jl(range(1, 6), (5, 1, 1), np.float32)
@@ -260,6 +261,88 @@ def case_conv_grads():
     dy = N.conv(x, w)
     close(N.grad_conv_filter(x, dy, w.shape)[:, 0, 0], [134, 100])
     close(N.grad_conv_data(dy, w, x.shape)[:, 0, 0], [8, 18, 27, 36, 13])
+    # DenseConvDims(x, w) carries the sizes; without them fluxjax solves them from dy (unambiguous at stride 1)
+    close(N.grad_conv_filter(x, dy)[:, 0, 0], [134, 100])
+    close(N.grad_conv_data(dy, w)[:, 0, 0], [8, 18, 27, 36, 13])
+
+
+# NNlib.jl test/conv.jl `conv_answer_dict`: the dx / dw known answers for ranks 1-3
+CONV_GRAD_ANSWERS = {
+    1: dict(
+        dx=[8, 18, 27, 36, 13.], dx_stride=[8, 4, 20, 10, 0.], dx_pad=[9, 18, 27, 36, 33.], dx_dil=[10, 16, 27, 8, 11.],
+        dx_flip=[5, 18, 27, 36, 28.],
+        dw=[134, 100.], dw_stride=[48, 34.], dw_pad=[135, 150.], dw_dil=[102, 54.], dw_flip=[110, 148.],
+    ),
+    2: dict(
+        dx=rows([116, 374, 674, 258], [243, 700, 1200, 407], [313, 800, 1300, 437], [383, 900, 1400, 467], [177, 386, 586, 159]),
+        dx_stride=rows([116, 58, 516, 258], [87, 29, 387, 129], [196, 98, 596, 298], [147, 49, 447, 149], [0, 0, 0, 0]),
+        dx_pad=rows([152, 470, 850, 911], [261, 700, 1200, 1240], [340, 800, 1300, 1319], [419, 900, 1400, 1398],
+                    [370, 746, 1126, 1087]),
+        dx_dil=rows([192, 392, 96, 196], [232, 432, 116, 216], [416, 766, 184, 334], [174, 324, 58, 108], [204, 354, 68, 118]),
+        dx_flip=rows([51, 254, 454, 453], [163, 700, 1200, 1087], [193, 800, 1300, 1157], [223, 900, 1400, 1227],
+                     [162, 586, 886, 724]),
+        dw=rows([17378, 11738], [16250, 10610]), dw_stride=rows([5668, 3888], [5312, 3532]),
+        dw_pad=rows([18670, 22550], [19850, 23430]), dw_dil=rows([8632, 3652], [7636, 2656]),
+        dw_flip=rows([12590, 19550], [13982, 20942]),
+    ),
+    3: dict(
+        dx=jl([2576, 5118, 5658, 6198, 3010, 5948, 11576, 12512, 13448, 6420, 8468, 16256, 17192, 18128, 8580, 4092, 7718,
+               8114, 8510, 3950, 9624, 18316, 19108, 19900, 9340, 18680, 34992, 36288, 37584, 17320, 22280, 41472, 42768, 44064,
+               20200, 9776, 17756, 18260, 18764, 8340, 4168, 7438, 7690, 7942, 3450, 6972, 11896, 12256, 12616, 5140, 8052,
+               13696, 14056, 14416, 5860, 2804, 4278, 4386, 4494, 1510], (5, 4, 3)),
+        dx_stride=jl([2576, 2254, 3152, 2758, 0, 1932, 1610, 2364, 1970, 0, 5456, 4774, 6032, 5278, 0, 4092, 3410, 4524,
+                      3770, 0, 1288, 966, 1576, 1182, 0, 644, 322, 788, 394, 0, 2728, 2046, 3016, 2262, 0, 1364, 682, 1508,
+                      754, 0] + [0] * 20, (5, 4, 3)),
+        dx_pad=jl([4220, 6343, 7116, 7889, 6550, 8490, 12276, 13312, 14348, 11606, 12350, 17456, 18492, 19528, 15546,
+                   11989, 16664, 17469, 18274, 14333, 16200, 22628, 23616, 24604, 19392, 25336, 34992, 36288, 37584, 29320,
+                   30216, 41472, 42768, 44064, 34200, 26236, 35664, 36652, 37640, 28940, 22816, 30831, 31636, 32441, 24794,
+                   32522, 43668, 44704, 45740, 34742, 36462, 48848, 49884, 50920, 38602, 29501, 39264, 40037, 40810, 30733],
+                  (5, 4, 3)),
+        dx_dil=jl([4864, 5152, 9696, 4508, 4760, 6304, 6592, 12396, 5768, 6020, 3648, 3864, 7120, 3220, 3400, 4728, 4944,
+                   9100, 4120, 4300] + [0] * 20 + [2432, 2576, 4544, 1932, 2040, 3152, 3296, 5804, 2472, 2580, 1216, 1288,
+                                                   1968, 644, 680, 1576, 1648, 2508, 824, 860], (5, 4, 3)),
+        dx_flip=jl([686, 2094, 2202, 2310, 1588, 2924, 7544, 7904, 8264, 5124, 3644, 9344, 9704, 10064, 6204, 3138, 7430,
+                    7682, 7934, 4616, 4836, 11980, 12484, 12988, 7792, 14936, 34992, 36288, 37584, 21640, 17816, 41472, 42768,
+                    44064, 25240, 12620, 28412, 29204, 29996, 16728, 7030, 15646, 16042, 16438, 9084, 17772, 38968, 39904,
+                    40840, 22276, 19932, 43648, 44584, 45520, 24796, 12362, 26742, 27282, 27822, 14992], (5, 4, 3)),
+        dw=jl([1.058184e6, 1.0362e6, 948264, 926280, 618504, 596520, 508584, 486600], (2, 2, 2)),
+        dw_stride=jl([74760, 72608, 64000, 61848, 31720, 29568, 20960, 18808.], (2, 2, 2)),
+        dw_pad=jl([1.26055e6, 1.30805e6, 1.40327e6, 1.44923e6, 1.73731e6, 1.77589e6, 1.83259e6, 1.86731e6], (2, 2, 2)),
+        dw_dil=jl([250320, 241512, 206280, 197472, 74160, 65352, 30120, 21312.], (2, 2, 2)),
+        dw_flip=jl([639480, 670200, 793080, 823800, 1.25388e6, 1.2846e6, 1.40748e6, 1.4382e6], (2, 2, 2)),
+    ),
+}
+
+
+@case(
+    names=("∇conv_data", "∇conv_filter"),
+    source=CONV,
+    julia="""
+    for rank in (1,2,3)
+        dx = conv_answer_dict[rank]["dx"]; ... dw_flip = conv_answer_dict[rank]["dw_flip"]
+        x = reshape(Float64[1:prod(size(dx));], size(dx)..., 1, 1)
+        w = reshape(Float64[1:prod(size(dw));], size(dw)..., 1, 1)
+        cdims = DenseConvDims(x, w)
+        dy = NNlib.conv(x, w, cdims)
+        @test isapprox(ddims(∇conv_filter(x, dy, cdims)), dw, rtol = 1.0e-7)
+        @test isapprox(ddims(∇conv_data(dy, w,  cdims)), dx, rtol = 1.0e-7)
+        cdims = DenseConvDims(x, w; stride=2)      # dw_stride, dx_stride
+        cdims = DenseConvDims(x, w; dilation=2)    # dw_dil, dx_dil
+        cdims = DenseConvDims(x, w; padding=1)     # dw_pad, dx_pad
+        cdims = DenseConvDims(x, w; flipkernel=true)  # dw_flip, dx_flip
+    """,
+)
+def case_conv_grads_known_answers():
+    for ans in CONV_GRAD_ANSWERS.values():
+        dx0, dw0 = np.asarray(ans["dx"]), np.asarray(ans["dw"])
+        x = jl(range(1, dx0.size + 1), (*dx0.shape, 1, 1))
+        w = jl(range(1, dw0.size + 1), (*dw0.shape, 1, 1))
+        for suffix, kw in [("", {}), ("_stride", dict(stride=2)), ("_dil", dict(dilation=2)), ("_pad", dict(pad=1)),
+                           ("_flip", dict(flipped=True))]:
+            dy = N.conv(x, w, **kw)
+            # the 3-d answers are printed to 6 significant digits (1.26055e6)
+            close(N.grad_conv_filter(x, dy, w.shape, **kw)[..., 0, 0], ans["dw" + suffix], rtol=1e-5)
+            close(N.grad_conv_data(dy, w, x.shape, **kw)[..., 0, 0], ans["dx" + suffix], rtol=1e-5)
 
 
 @case(
@@ -720,3 +803,245 @@ def case_make_causal_mask():
     a = np.asarray(dot_product_attention_scores(x, x, mask=mask))
     equal(a[:, :, 0, 0] > 0, mask)
     equal(a[:, :, 1, 0] > 0, mask)
+
+
+# ----------------------------------------------------------------------------------------------
+# gather / scatter (NNlib.jl src/gather.jl, src/scatter.jl docstrings and test/testsuite/gather.jl, scatter.jl).
+# NNlib's 1-based indices are 0-based here: every index below is the Julia one minus 1.
+
+GATHER = "NNlib.jl test/testsuite/gather.jl"
+SCATTER = "NNlib.jl test/testsuite/scatter.jl"
+
+
+def _fd_check(f, x, eps=1e-6, rtol=1e-6, atol=1e-8):
+    """NNlib's `gradtest`: the AD gradient of `sum(w .* f(x))` (random `w`) against central finite differences, in Float64."""
+    with jax.enable_x64(True):
+        x = np.asarray(x, np.float64)
+        w = np.random.default_rng(0).normal(size=np.shape(f(jnp.asarray(x))))
+
+        def loss(v):
+            return jnp.sum(w * f(v))
+
+        g = np.asarray(jax.grad(loss)(jnp.asarray(x)))
+        num = np.zeros_like(x)
+        for i in np.ndindex(x.shape):
+            xp, xm = x.copy(), x.copy()
+            xp[i] += eps
+            xm[i] -= eps
+            num[i] = (float(loss(jnp.asarray(xp))) - float(loss(jnp.asarray(xm)))) / (2 * eps)
+        np.testing.assert_allclose(g, num, rtol=rtol, atol=atol)
+
+
+@case(
+    names=("gather",),
+    source="NNlib.jl src/gather.jl (gather docstrings)",
+    julia="""
+    julia> NNlib.gather([1,20,300,4000], [2,4,2])
+       20
+     4000
+       20
+    julia> NNlib.gather([1 2 3; 4 5 6], [1,3,1,3,1])
+     1  3  1  3  1
+     4  6  4  6  4
+    julia> src = reshape([1:15;], 3, 5)
+    julia> NNlib.gather(src, [1, 2], [2, 4])
+      4
+     11
+    """,
+)
+def case_gather_docstring():
+    equal(N.gather(np.array([1, 20, 300, 4000]), [1, 3, 1]), [20, 4000, 20])
+    equal(N.gather(rows([1, 2, 3], [4, 5, 6], dtype=np.int32), [0, 2, 0, 2, 0]), rows([1, 3, 1, 3, 1], [4, 6, 4, 6, 4]))
+    src = jl(range(1, 16), (3, 5), np.int32)
+    equal(N.gather(src, [0, 1], [1, 3]), [4, 11])
+
+
+@case(
+    names=("gather",),
+    source=GATHER,
+    julia="""
+    @testset "gather scalar index" begin
+        src = T[3, 4, 5, 6, 7];  index = [1 2 3 4; 4 2 1 3; 3 5 5 3]
+        output = T[3 4 5 6; 6 4 3 5; 5 7 7 5]
+        y = gather(src, index);  @test y isa Array{T,2};  @test size(y) == size(index);  @test y == output
+        index2 = [1 2 3 4; 4 2 1 3; 3 6 5 3];  @test_throws BoundsError gather!(T.(zero(index)), src, index2)
+        ## 2d src, 2d index of ints -> 3d output
+        src = T[3 5 7; 4 6 8];  index = [1 2 3; 2 2 1; 3 1 3]
+        output[:,:,1] = [3 5 7; 4 6 8];  output[:,:,2] = [5 5 3; 6 6 4];  output[:,:,3] = [7 3 7; 8 4 8]
+        @test size(y) == (size(src)[1:Nsrc-M]..., size(index)...);  @test y == output
+    end
+    @testset "gather tuple index" begin
+        src = T[3 5 7; 4 6 8];  index = [(1,1), (1,2), (1,3), (2,1), (2,2), (2,3)]
+        @test gather(src, index) == T[3, 5, 7, 4, 6, 8]
+        src = rand(T, 2, 3, 3);  index = [(rand(1:3), rand(1:3)) for i=1:6, j=1:6]
+        @test size(gather(src, index)) == (2, 6, 6)
+    end
+    @testset "gather(src, IJK...)" begin
+        x = reshape([1:15;], 3, 5)
+        @test gather(x, [1,2], [2,4]) == [4, 11]
+        @test gather(x, [1, 2]) == [1 4; 2 5; 3 6]
+    end
+    """,
+)
+def case_gather_testsuite():
+    T = np.float32
+    src = np.array([3, 4, 5, 6, 7], T)
+    index = rows([1, 2, 3, 4], [4, 2, 1, 3], [3, 5, 5, 3], dtype=np.int64) - 1
+    y = N.gather(src, index)
+    assert y.dtype == T and y.shape == index.shape
+    equal(y, rows([3, 4, 5, 6], [6, 4, 3, 5], [5, 7, 7, 5], dtype=T))
+    equal(N.gather(src, index[:, :, None]), rows([3, 4, 5, 6], [6, 4, 3, 5], [5, 7, 7, 5], dtype=T)[:, :, None])
+    raises(IndexError, N.gather, src, rows([1, 2, 3, 4], [4, 2, 1, 3], [3, 6, 5, 3], dtype=np.int64) - 1)
+
+    src = rows([3, 5, 7], [4, 6, 8], dtype=T)
+    index = rows([1, 2, 3], [2, 2, 1], [3, 1, 3], dtype=np.int64) - 1
+    out = np.zeros((2, 3, 3), T)
+    out[:, :, 0] = rows([3, 5, 7], [4, 6, 8])
+    out[:, :, 1] = rows([5, 5, 3], [6, 6, 4])
+    out[:, :, 2] = rows([7, 3, 7], [8, 4, 8])
+    equal(N.gather(src, index), out)
+
+    equal(N.gather(src, [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2)]), np.array([3, 5, 7, 4, 6, 8], T))
+    src3 = np.random.rand(2, 3, 3).astype(T)
+    tup = [[(np.random.randint(3), np.random.randint(3)) for _ in range(6)] for _ in range(6)]
+    y = N.gather(src3, tup)
+    assert y.shape == (2, 6, 6)
+    equal(y[:, 4, 2], src3[:, tup[4][2][0], tup[4][2][1]])
+
+    x = jl(range(1, 16), (3, 5), np.int32)
+    equal(N.gather(x, [0, 1], [1, 3]), [4, 11])
+    equal(N.gather(x, ([0, 1], [1, 3])), [4, 11])
+    equal(N.gather(x, [0, 1]), rows([1, 4], [2, 5], [3, 6]))
+
+
+@case(
+    names=("gather", "gradient"),
+    source=GATHER,
+    julia="""
+    @testset "gather gradient for scalar index" begin
+        src = Float64[3, 4, 5, 6, 7];  idx = [1 2 3 4; 4 2 1 3; 3 5 5 3]
+        gradtest(xs -> gather(xs, idx), src)
+    end
+    @testset "gather gradient for tuple index" begin
+        src = Float64[3 5 7; 4 6 8];  idx = [(1,1), (1,2), (1,3), (2,1), (2,2), (2,3)]
+        gradtest(xs -> gather(xs, idx), src)
+    end
+    """,
+)
+def case_gather_gradient():
+    idx = rows([1, 2, 3, 4], [4, 2, 1, 3], [3, 5, 5, 3], dtype=np.int64) - 1
+    _fd_check(lambda xs: N.gather(xs, idx), [3, 4, 5, 6, 7.0])
+    tup = [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2)]
+    _fd_check(lambda xs: N.gather(xs, tup), rows([3, 5, 7], [4, 6, 8]))
+    # the pullback is NNlib's ∇gather_src = scatter(+, Δ, idx): repeated indices accumulate
+    g = fluxjax.gradient(lambda xs: jnp.sum(N.gather(xs, idx)), jnp.asarray([3, 4, 5, 6, 7.0]))[0]
+    equal(g, [2, 2, 4, 2, 2.0])
+
+
+@case(
+    names=("scatter",),
+    source="NNlib.jl src/scatter.jl (scatter docstring)",
+    julia="""
+    julia> NNlib.scatter(+, [10,100,1000], [3,1,2])
+      100
+     1000
+       10
+    julia> NNlib.scatter(+, [1 2 3 4; 5 6 7 8], [2,1,1,5])
+      5  1  0  0  4
+     13  5  0  0  8
+    julia> NNlib.scatter(*, [10,200,3000], [1,4,2]; init = 10, dstsize = 6)
+       100
+     30000
+        10
+      2000
+        10
+        10
+    """,
+)
+def case_scatter_docstring():
+    equal(N.scatter("+", np.array([10, 100, 1000]), [2, 0, 1]), [100, 1000, 10])
+    equal(N.scatter(operator.add, rows([1, 2, 3, 4], [5, 6, 7, 8], dtype=np.int32), [1, 0, 0, 4]),
+          rows([5, 1, 0, 0, 4], [13, 5, 0, 0, 8]))
+    equal(N.scatter(operator.mul, np.array([10, 200, 3000]), [0, 3, 1], init=10, dstsize=6), [100, 30000, 10, 2000, 10, 10])
+
+
+# test/testsuite/scatter.jl: srcs[(dims, false)] and res[(op, dims, false)], the non-mutating `scatter(op, T.(src), idx)`
+_SC_IDX = rows([1, 2, 3, 4], [4, 2, 1, 3], [3, 5, 5, 3], dtype=np.int64) - 1
+_SC_SRC = {0: np.ones((3, 1)) * np.arange(1, 5)[None, :]}
+_SC_SRC[1] = np.array([1, 2]).reshape(2, 1, 1) * _SC_SRC[0][None]
+_SC_RES = {
+    ("+", 0): [4, 4, 12, 5, 5], ("+", 1): rows([4, 4, 12, 5, 5], [8, 8, 24, 10, 10]),
+    ("-", 0): [-4, -4, -12, -5, -5], ("-", 1): rows([-4, -4, -12, -5, -5], [-8, -8, -24, -10, -10]),
+    ("max", 0): [3, 2, 4, 4, 3], ("max", 1): rows([3, 2, 4, 4, 3], [6, 4, 8, 8, 6]),
+    ("min", 0): [1, 2, 1, 1, 2], ("min", 1): rows([1, 2, 1, 1, 2], [2, 4, 2, 2, 4]),
+    ("*", 0): [3, 4, 48, 4, 6], ("*", 1): rows([3, 4, 48, 4, 6], [12, 16, 768, 16, 24]),
+    ("/", 0): [1 / 3, 1 / 4, 1 / 48, 1 / 4, 1 / 6], ("/", 1): rows([1 / 3, 1 / 4, 1 / 48, 1 / 4, 1 / 6],
+                                                                 [1 / 12, 1 / 16, 1 / 768, 1 / 16, 1 / 24]),
+    ("mean", 0): [2, 2, 3, 2.5, 2.5], ("mean", 1): rows([2, 2, 3, 2.5, 2.5], [4, 4, 6, 5, 5]),
+}
+_SC_OPS = {"+": operator.add, "-": operator.sub, "max": max, "min": min, "*": operator.mul, "/": operator.truediv,
+           "mean": statistics.mean}
+
+
+@case(
+    names=("scatter",),
+    source=SCATTER,
+    julia="""
+    srcs = Dict((0, false) => ones(Int, 3) * collect(1:4)',
+                (1, false) => [1, 2] .* reshape(ones(Int, 3) * collect(1:4)', 1,3,4))
+    idxs = Dict(:int => [1 2 3 4; 4 2 1 3; 3 5 5 3],
+                :tup => [(1,) (2,) (3,) (4,); (4,) (2,) (1,) (3,); (3,) (5,) (5,) (3,)])
+    res = Dict((+, 0, false) => [4, 4, 12, 5, 5],     (+, 1, false) => [4 4 12 5 5; 8 8 24 10 10],
+               (-, 0, false) => [-4, -4, -12, -5, -5], (max, 0, false) => [3, 2, 4, 4, 3],
+               (min, 0, false) => [1, 2, 1, 1, 2],     (*, 1, false) => [3 4 48 4 6; 12 16 768 16 24],
+               (/, 0, false) => [1//3, 1//4, 1//48, 1//4, 1//6],  (mean, 0, false) => [2, 2, 3, 2.5, 2.5], ...)
+    for T in types, idx = values(idxs), dims = [0, 1]   # (+, -, max, min, *) over Int32, Int64, Float32, ...;
+        @test scatter(op, T.(src), idx) == T.(res[(op, dims, false)])   # (/, mean) over Float16, Float32, ...
+    end
+    """,
+)
+def case_scatter_ops():
+    for (name, dims), want in _SC_RES.items():
+        types = (np.float32,) if name in ("/", "mean") else (np.int32, np.float32)
+        for T in types:
+            src = _SC_SRC[dims].astype(T)
+            for idx in (_SC_IDX, [[(int(i),) for i in r] for r in _SC_IDX]):  # :int and :tup (1-tuples)
+                for op in (name, _SC_OPS[name]):
+                    y = N.scatter(op, src, idx)
+                    assert y.dtype == T, (name, y.dtype, T)
+                    close(y, want, rtol=1e-6)
+
+
+@case(
+    names=("scatter", "gradient"),
+    source=SCATTER,
+    julia="""
+    @testset "dstsize" begin
+        idx = [2, 2, 3, 4, 4];  src = ones(T, 3, 5)
+        y = scatter(+, src, idx, dstsize = (3, 6))
+        @test eltype(y) == T;  @test size(y) == (3, 6)
+        gradtest(x -> scatter(+, x, idx; dstsize=(3, 6)), src)
+    end
+    @testset "∂src" begin
+        for op in (+, -, *, /, mean, max, min), i in (0, 1)
+            gradtest(xs -> scatter(op, xs, idx), T.(srcs[(i, false)]); fdm=fdm(op))
+    end
+    @testset "∂src vector index (#703) - $op" for op in (*, /)
+        idx = [3, 1, 2, 2];  src = T[10, 100, 1000, 1]
+        gradtest(xs -> scatter(op, xs, idx), src)
+    end
+    """,
+)
+def case_scatter_gradient():
+    idx = np.array([2, 2, 3, 4, 4]) - 1
+    y = N.scatter("+", np.ones((3, 5), np.float32), idx, dstsize=(3, 6))
+    assert y.dtype == np.float32 and y.shape == (3, 6)
+    _fd_check(lambda x: N.scatter("+", x, idx, dstsize=(3, 6)), np.ones((3, 5)))
+    for name in ("+", "-", "*", "/", "mean", "max", "min"):
+        for dims in (0, 1):
+            # NNlib's srcs[(i, false)] has ties (repeated values into one place); max/min's finite differences
+            # are one-sided there (fdm = :forward / :backward), so those two are checked on distinct values
+            src = _SC_SRC[dims] + (np.arange(12).reshape(3, 4) / 16 if name in ("max", "min") else 0)
+            _fd_check(lambda xs, op=name: N.scatter(op, xs, _SC_IDX), src, rtol=1e-5)
+    for name in ("*", "/"):
+        _fd_check(lambda xs, op=name: N.scatter(op, xs, np.array([3, 1, 2, 2]) - 1), [10, 100, 1000, 1.0], rtol=1e-5)

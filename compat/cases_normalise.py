@@ -135,7 +135,6 @@ def case_dropout_dims():
     y = Flux.dropout(values(rng_kwargs)..., x, 0.9 * 0) # , active=false)
     @test count(a->a == 0, y) == 0
     """,
-    xfail="fluxjax.nnlib has no dropout(rng, x, p; dims) function (only the Dropout layer)",
 )
 def case_nnlib_dropout():
     import jax

@@ -317,7 +317,6 @@ def case_params_collects_trainables():
     oneadj = (nt = (m = mat, a = mat'))
     @test Flux.destructure(simple)[1] == Flux.destructure(oneadj)[1] == [1, 3, 2, 4]
     """,
-    xfail="fluxjax has no trainables / destructure (Optimisers.jl exports, re-exported by Flux)",
 )
 def case_trainables_destructure():
     assert [tuple(p.shape) for p in fluxjax.trainables(Dense(10, 5))] == [(5, 10), (5,)]
@@ -326,7 +325,161 @@ def case_trainables_destructure():
     close(g["x"], [0.4472135954999579, 0.8944271909999159])
     close(g["y"], [1.0])
     mat = jnp.array(rows([1, 2], [3, 4.0]))
+    assert len(fluxjax.trainables((None, mat, (3, mat, 4)))) == 1
+    # `oneadj` is not ported: Julia's `mat'` is a lazy Adjoint sharing `mat`; a JAX `mat.T` is a new array
     equal(fluxjax.destructure((None, mat, (3, mat, 4)))[0], [1, 3, 2, 4])
+
+
+@case(
+    names=("trainables", "Dense", "RNN", "Chain"),
+    source=UTILS,
+    julia="""
+    @testset "Trainables" begin
+      m = Dense(10 => 5)
+      @test size.(Flux.trainables(m)) == [(5, 10), (5,)]
+      m = RNN(10 => 5)
+      @test size.(Flux.trainables(m)) == [(5, 10), (5, 5), (5,)]
+      # Layer duplicated in same chain, params just once pls.
+      c = Chain(m, m)
+      @test size.(Flux.trainables(c)) == [(5, 10), (5, 5), (5,)]
+    end
+    """,
+)
+def case_trainables():
+    shapes = lambda m: [tuple(p.shape) for p in fluxjax.trainables(m)]  # noqa: E731
+    assert shapes(Dense(10, 5)) == [(5, 10), (5,)]
+    m = fluxjax.RNN(10, 5)
+    assert shapes(m) == [(5, 10), (5, 5), (5,)]
+    assert shapes(Chain(m, m)) == [(5, 10), (5, 5), (5,)]
+
+
+@case(
+    names=("destructure", "Dense", "BatchNorm", "gradient", "pullback"),
+    source=UTILS,
+    julia="""
+    @testset "restructure in gradient" begin
+      x = rand(Float32, 3, 1)
+      m = dm(zeros)   # Dense(3 => 2) with weight [1 3 5; 2 4 6], bias zeros
+      ∇m = gradient(m -> sum(m(x)), m)[1]
+      p, re = Flux.destructure(m)
+      ∇p = gradient(θ -> sum(re(θ)(x)), p)[1]
+      @test ∇p ≈ Flux.destructure(∇m)[1]
+    end
+    @testset "issue 1727" begin
+      p, re = Flux.destructure(BatchNorm(3))  # 6 parameters, plus 6 non-trainable
+      @test length(p) == 6
+      x = rand(Float32, 3, 4)
+      y, back = Flux.pullback(x, p) do x, p
+        vec(re(p)(x))
+      end
+      @test_nowarn back(y)
+      b = back(y)
+      @test size(b[1]) == size(x)
+      @test size(b[2]) == size(p)
+    end
+    """,
+)
+def case_destructure_gradient():
+    x = jnp.asarray(np.random.rand(3, 1), jnp.float32)
+    m = Dense(jnp.asarray(jl(range(1, 7), (2, 3)), jnp.float32), jnp.zeros(2))
+    gm = fluxjax.gradient(lambda m: jnp.sum(m(x)), m)[0]
+    p, re = fluxjax.destructure(m)
+    gp = fluxjax.gradient(lambda t: jnp.sum(re(t)(x)), p)[0]
+    close(gp, jnp.concatenate([jnp.ravel(gm.weight, order="F"), gm.bias]))
+    p, re = fluxjax.destructure(fluxjax.BatchNorm(3))
+    assert p.shape == (6,)
+    x = jnp.asarray(np.random.rand(3, 4), jnp.float32)
+    y, back = fluxjax.pullback(lambda x, p: jnp.ravel(re(p)(x), order="F"), x, p)
+    b = back(y)
+    assert b[0].shape == x.shape and b[1].shape == p.shape
+
+
+@case(
+    names=("destructure",),
+    source="Optimisers.jl test/destructure.jl",
+    julia="""
+    m1 = collect(1:3.0)
+    m2 = (collect(1:3.0), collect(4:6.0))
+    m3 = (x = m1, y = sin, z = collect(4:6.0))
+    m4 = (x = m1, y = m1, z = collect(4:6.0))  # tied
+    mat = Float32[4 6; 5 7]
+    m9 = (a = m1, b = mat, c = [mat, m1])
+    @testset "flatten & rebuild" begin
+      @test destructure(m1)[1] == 1:3
+      @test destructure(m2)[1] == 1:6
+      @test destructure(m3)[1] == 1:6
+      @test destructure(m4)[1] == 1:6
+      @test destructure(m9)[1] == 1:7
+      @test destructure(m1)[2](7:9) == [7,8,9]
+      @test destructure(m2)[2](4:9) == ([4,5,6], [7,8,9])
+      @test destructure(m3)[2](4:9) == (x = [4,5,6], y = sin, z = [7,8,9])
+      m4′ = destructure(m4)[2](4:9)
+      @test m4′ == (x = [4,5,6], y = [4,5,6], z = [7,8,9])
+      @test m4′.x === m4′.y
+      m9′ = destructure(m9)[2](10:10:70)
+      @test m9′.b === m9′.c[1]
+      @test m9′.b isa Matrix{Float32}
+      @test_throws Exception destructure(m7)[2]([10,20])
+    end
+    @testset "gradient of flatten" begin
+      @test gradient(m -> destructure(m)[1][1], m1)[1] == [1,0,0]
+      @test gradient(m -> destructure(m)[1][2], m2)[1] == ([0,1,0], [0,0,0])
+      @test gradient(m -> destructure(m)[1][1], m3)[1] == (x = [1,0,0], y = nothing, z = [0,0,0])
+    end
+    @testset "gradient of rebuild" begin
+      re1 = destructure(m1)[2]
+      @test gradient(x -> re1(x)[1], rand(3))[1] == [1,0,0]
+      re3 = destructure(m3)[2]
+      @test gradient(x -> re3(x).z[1], rand(6))[1] == [0,0,0,1,0,0]
+      re4 = destructure(m4)[2]
+      @test gradient(x -> re4(x).y[2], rand(6))[1] == [0,1,0,0,0,0]
+    end
+    """,
+)
+def case_destructure_flatten_rebuild():
+    D = fluxjax.destructure
+    r = lambda i, j: jnp.arange(i, j + 1, dtype=jnp.float32)  # noqa: E731  Julia's collect(i:j)
+    m1 = r(1, 3)
+    m2 = (r(1, 3), r(4, 6))
+    m3 = {"x": m1, "y": jnp.sin, "z": r(4, 6)}
+    m4 = {"x": m1, "y": m1, "z": r(4, 6)}
+    mat = jnp.asarray(rows([4, 6], [5, 7]), jnp.float32)
+    m9 = {"a": m1, "b": mat, "c": [mat, m1]}
+    equal(D(m1)[0], range(1, 4))
+    equal(D(m2)[0], range(1, 7))
+    equal(D(m3)[0], range(1, 7))
+    equal(D(m4)[0], range(1, 7))
+    equal(D(m9)[0], range(1, 8))
+    equal(D(m1)[1](r(7, 9)), [7, 8, 9])
+    a, b = D(m2)[1](r(4, 9))
+    equal(a, [4, 5, 6])
+    equal(b, [7, 8, 9])
+    m3n = D(m3)[1](r(4, 9))
+    equal(m3n["x"], [4, 5, 6])
+    equal(m3n["z"], [7, 8, 9])
+    assert m3n["y"] is jnp.sin
+    m4n = D(m4)[1](r(4, 9))
+    equal(m4n["y"], [4, 5, 6])
+    assert m4n["x"] is m4n["y"]
+    m9n = D(m9)[1](jnp.arange(10.0, 71.0, 10.0))
+    assert m9n["b"] is m9n["c"][0] and m9n["b"].dtype == jnp.float32
+    equal(m9n["b"], rows([40, 60], [50, 70]))
+    raises(Exception, D(m1)[1], jnp.array([10.0, 20.0]))
+    g = fluxjax.gradient
+    equal(g(lambda m: D(m)[0][0], m1)[0], [1, 0, 0])
+    ga, gb = g(lambda m: D(m)[0][1], m2)[0]
+    equal(ga, [0, 1, 0])
+    equal(gb, [0, 0, 0])
+    g3 = g(lambda m: D(m)[0][0], m3)[0]
+    equal(g3["x"], [1, 0, 0])
+    equal(g3["z"], [0, 0, 0])
+    assert g3["y"] is None
+    re1 = D(m1)[1]
+    equal(g(lambda x: re1(x)[0], jnp.asarray(np.random.rand(3), jnp.float32))[0], [1, 0, 0])
+    re3 = D(m3)[1]
+    equal(g(lambda x: re3(x)["z"][0], jnp.asarray(np.random.rand(6), jnp.float32))[0], [0, 0, 0, 1, 0, 0])
+    re4 = D(m4)[1]
+    equal(g(lambda x: re4(x)["y"][1], jnp.asarray(np.random.rand(6), jnp.float32))[0], [0, 1, 0, 0, 0, 0])
 
 
 @case(
@@ -456,8 +609,8 @@ def case_train_test_mode():
     @test length(mod_rnn) == 6
     @test mod_rnn[end] isa Flux.LSTMCell
     """,
-    xfail="modules() leaves out the `layers` tuple of a Chain / Parallel, which Flux's modules (fcollect of "
-    "non-leaves) counts (so 5 instead of 6, 4 instead of 5), and fluxjax's LayerNorm holds no `diag` Scale sub-layer (Flux's m2.diag)",
+    xfail="fluxjax's LayerNorm holds its weight and bias directly, not in a `diag` Scale sub-layer (Flux's m2.diag), "
+    "so modules(m5) has 5 entries, not 6 (the Parallel and LSTM counts match: see case modules_containers)",
 )
 def case_modules():
     m1 = Conv((2, 3), (4, 5), pad=6, stride=7)
@@ -473,6 +626,70 @@ def case_modules():
     mod_rnn = fluxjax.modules(Chain(Dense(2, 3), fluxjax.BatchNorm(3), fluxjax.LSTM(3, 4)))
     assert len(mod_rnn) == 6
     assert isinstance(mod_rnn[-1], fluxjax.LSTMCell)
+
+
+@case(
+    names=("modules", "Chain", "Parallel", "SkipConnection", "Conv", "BatchNorm", "LSTM", "LSTMCell"),
+    source=UTILS,
+    julia="""
+    m1 = Conv((2,3), 4=>5; pad=6, stride=7)
+    m4 = SkipConnection(m1, +)
+    m5 =  Chain(m4, Dense(2 => 2))
+    modules = Flux.modules(m5)
+    # Depth-first descent
+    @test modules[1] === m5
+    @test modules[3] === m4
+    @test modules[4] === m1
+    mod_par = Flux.modules(Parallel(Flux.Bilinear((2,2) => 2,cbrt), Dense(2=>2,abs), Dense(2=>2,abs2)))
+    @test length(mod_par) == 5
+    mod_rnn = Flux.modules(Chain(Dense(2=>3), BatchNorm(3), LSTM(3=>4)))
+    @test length(mod_rnn) == 6
+    @test mod_rnn[end] isa Flux.LSTMCell
+    """,
+)
+def case_modules_containers():
+    # Flux's test with LayerNorm (whose Flux version holds a Scale sub-layer) swapped for a Dense
+    m1 = Conv((2, 3), (4, 5), pad=6, stride=7)
+    m4 = SkipConnection(m1, lambda a, b: a + b)
+    d = Dense(2, 2)
+    m5 = Chain(m4, d)
+    mods = fluxjax.modules(m5)
+    assert mods[0] is m5 and mods[1] is m5.layers and mods[2] is m4 and mods[3] is m1 and mods[4] is d
+    assert len(mods) == 5
+    par = fluxjax.Parallel(lambda *a: a, fluxjax.Bilinear(((2, 2), 2), jnp.cbrt), Dense(2, 2, jnp.abs), Dense(2, 2, jnp.square))
+    assert len(fluxjax.modules(par)) == 5
+    mod_rnn = fluxjax.modules(Chain(Dense(2, 3), fluxjax.BatchNorm(3), fluxjax.LSTM(3, 4)))
+    assert len(mod_rnn) == 6
+    assert isinstance(mod_rnn[-1], fluxjax.LSTMCell)
+
+
+@case(
+    names=("f16", "f32", "Chain", "Dense", "gradient"),
+    source=UTILS,
+    julia="""
+    m = Chain(Dense(10 => 5, relu; bias=false), Dense(5 => 2))
+    x64 = rand(Float64, 10)
+    x32 = rand(Float32, 10)
+    i64 = rand(Int64, 10)
+    @test f16(x64) isa Vector{Float16}
+    @test gradient(x -> sum(f16(x)), x32)[1] isa Vector{Float32}
+    @test f16(i64) === i64
+    @test eltype(f16(m)[1].weight) == Float16
+    @test eltype(f16(m)(f16(x32))) == Float16
+    @test eltype(f32(f16(m))[1].weight) == Float32
+    """,
+)
+def case_f16():
+    m = Chain(Dense(10, 5, fluxjax.relu, bias=False), Dense(5, 2))
+    x64 = np.random.rand(10)
+    x32 = jnp.asarray(np.random.rand(10), jnp.float32)
+    i64 = np.arange(10)
+    assert fluxjax.f16(x64).dtype == jnp.float16
+    assert fluxjax.gradient(lambda x: jnp.sum(fluxjax.f16(x)), x32)[0].dtype == jnp.float32
+    assert fluxjax.f16(i64) is i64
+    assert fluxjax.f16(m)[0].weight.dtype == jnp.float16
+    assert fluxjax.f16(m)(fluxjax.f16(x32)).dtype == jnp.float16
+    assert fluxjax.f32(fluxjax.f16(m))[0].weight.dtype == jnp.float32
 
 
 @case(

@@ -17,20 +17,29 @@ from .data import onecold as onecold
 from .data import onehot as onehot
 from .data import onehotbatch as onehotbatch
 
+# Optimisers.jl's flat views (re-exported by Flux)
+from .destructure import Restructure as Restructure
+from .destructure import destructure as destructure
+from .destructure import trainables as trainables
+
 # Precision and devices
+from .devices import CPUDevice as CPUDevice
 from .devices import cpu as cpu
+from .devices import cpu_device as cpu_device
+from .devices import f16 as f16
 from .devices import f32 as f32
 from .devices import f64 as f64
 from .devices import gpu as gpu
+from .devices import gpu_device as gpu_device
 
 # Errors
 from .errors import DimensionMismatch as DimensionMismatch
 from .functors import children as children
+from .functors import flux_modules as _flux_modules
 from .functors import fmap as fmap
 
 # Layer system
 from .functors import layer as layer
-from .functors import modules as modules
 from .functors import trainable as trainable
 from .init import glorot_normal as glorot_normal
 
@@ -67,6 +76,7 @@ from .layers.conv import SamePad as SamePad
 from .layers.dense_like import Bilinear as Bilinear
 from .layers.dense_like import Embedding as Embedding
 from .layers.dense_like import Scale as Scale
+from .layers.embedding_bag import EmbeddingBag as EmbeddingBag
 from .layers.normalise import AlphaDropout as AlphaDropout
 
 # Layers: normalisation
@@ -178,6 +188,7 @@ from .optimise import RMSProp as RMSProp
 from .optimise import Rprop as Rprop
 from .optimise import SignDecay as SignDecay
 from .optimise import WeightDecay as WeightDecay
+from .optimise import adjust as adjust
 from .optimise import adjust_ as adjust_
 from .optimise import freeze_ as freeze_
 from .optimise import setup as setup
@@ -225,5 +236,9 @@ from .zygote import ignore as ignore
 from .zygote import jacobian as jacobian
 from .zygote import params as params
 from .zygote import pullback as pullback
+from .zygote import pushforward as pushforward
 from .zygote import withgradient as withgradient
 from .zygote import withjacobian as withjacobian
+
+# Flux's `modules` (layers and their containers); `fluxjax.functors.modules` is the layers-only walk used inside
+modules = _flux_modules

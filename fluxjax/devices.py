@@ -1,4 +1,5 @@
-"""`f32`, `f64`, `cpu`, `gpu`: precision and placement of a whole model (Flux's `f32`/`gpu`)."""
+"""`f32`, `f64`, `f16`, `bf16`, `cpu`, `gpu`: precision and placement of a whole model (Flux's `f32`/`gpu`),
+and MLDataDevices' device objects `cpu_device()` / `gpu_device()` (callables that move a model or array)."""
 
 from __future__ import annotations
 
@@ -7,14 +8,14 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from .functors import fmap, is_array
 
 
 def _cast(dtype):
     def f(x):
-        if is_array(x) and np.issubdtype(x.dtype, np.floating) and x.dtype != dtype:
+        # jnp.issubdtype: numpy does not count bfloat16 (an ml_dtypes type) as floating
+        if is_array(x) and jnp.issubdtype(x.dtype, jnp.floating) and x.dtype != dtype:
             return jnp.asarray(x, dtype)
         return x
 
@@ -33,6 +34,16 @@ def f64(m: Any) -> Any:
     return fmap(_cast(jnp.float64), m)
 
 
+def f16(m: Any) -> Any:
+    """Convert every float array in `m` to float16 (Flux's `f16`)."""
+    return fmap(_cast(jnp.float16), m)
+
+
+def bf16(m: Any) -> Any:
+    """Convert every float array in `m` to bfloat16 (Flux's `bf16`)."""
+    return fmap(_cast(jnp.bfloat16), m)
+
+
 def cpu(m: Any) -> Any:
     """Move every array in `m` to the first CPU device."""
     dev = jax.devices("cpu")[0]
@@ -48,3 +59,63 @@ def gpu(m: Any) -> Any:
         warnings.warn("gpu: no GPU or TPU is visible to JAX; the model stays on the CPU", stacklevel=2)
         return m
     return fmap(lambda x: jax.device_put(x, dev) if is_array(x) else x, m)
+
+
+# ----------------------------------------------------------------------------------------------
+# MLDataDevices' device objects, as re-exported by Flux: `dev = gpu_device(); model = dev(model)`
+
+
+class AbstractDevice:
+    """A device as a callable: `dev(x)` moves every array in `x` (a model, an array, a container) to
+    `dev.device`, the JAX device; other leaves are kept."""
+
+    device: jax.Device
+
+    def __call__(self, x: Any) -> Any:
+        dev = self.device
+        return fmap(lambda a: jax.device_put(a, dev) if is_array(a) else a, x)
+
+    def __eq__(self, other):
+        return type(self) is type(other) and self.device == other.device
+
+    def __hash__(self):
+        return hash((type(self), self.device))
+
+    def __repr__(self):
+        return f"{type(self).__name__}({self.device})"
+
+
+class CPUDevice(AbstractDevice):
+    """MLDataDevices' `CPUDevice`: `cpu_device()`; `CPUDevice()(x)` is `cpu(x)`."""
+
+    def __init__(self):
+        self.device = jax.devices("cpu")[0]
+
+
+class AcceleratorDevice(AbstractDevice):
+    """The accelerator `gpu_device()` returns when JAX sees one (a GPU or TPU; MLDataDevices'
+    `CUDADevice`, `AMDGPUDevice`, ...): `dev(x)` is `gpu(x)` onto that device."""
+
+    def __init__(self, device: jax.Device):
+        self.device = device
+
+
+def cpu_device() -> CPUDevice:
+    """MLDataDevices' `cpu_device()`: a `CPUDevice`, callable on a model or array."""
+    return CPUDevice()
+
+
+def gpu_device(ordinal: int | None = None, *, force: bool = False) -> AbstractDevice:
+    """MLDataDevices' `gpu_device()`: the first accelerator (or the `ordinal`-th, 0-based) as a callable
+    device; without one, warn and return `cpu_device()`, or raise with `force=True`."""
+    accel = [d for d in jax.devices() if d.platform != "cpu"]
+    if not accel:
+        if force:
+            raise RuntimeError("gpu_device(force=True): no GPU or TPU is visible to JAX")
+        warnings.warn("gpu_device: no GPU or TPU is visible to JAX; defaulting to the CPU", stacklevel=2)
+        return CPUDevice()
+    if ordinal is None:
+        return AcceleratorDevice(accel[0])
+    if not 0 <= ordinal < len(accel):
+        raise ValueError(f"gpu_device: ordinal {ordinal} is out of range; JAX sees {len(accel)} accelerator(s)")
+    return AcceleratorDevice(accel[ordinal])

@@ -273,8 +273,9 @@ def fmap(f: Callable[[Any], Any], x: Any, *, exclude: Callable[[Any], bool] | No
     return go(x)
 
 
-def modules(x: Any) -> list[Any]:
-    """Depth-first list of every layer in `x`, each once (Flux's `modules`)."""
+def all_layers(x: Any) -> list[Any]:
+    """Depth-first list of every layer in `x`, each once: layers only, no containers (the walk that
+    `trainmode_`/`testmode_` and the recurrent layers use)."""
     out, seen = [], set()
 
     def go(v):
@@ -290,6 +291,45 @@ def modules(x: Any) -> list[Any]:
                 go(e)
         elif isinstance(v, dict):
             for e in v.values():
+                go(e)
+
+    go(x)
+    return out
+
+
+# The internal name that fluxjax/state.py and layers/recurrent.py import: layers only. The public
+# `fluxjax.modules` is `flux_modules` below, which also lists containers as Flux does.
+modules = all_layers
+
+
+def _leaflike(v) -> bool:
+    """Flux's `isleaflike`: a tuple of only numbers / arrays is a leaf, not a module."""
+    return isinstance(v, tuple) and all(is_array(e) or isinstance(e, (int, float, complex, np.number)) for e in v)
+
+
+def flux_modules(x: Any) -> list[Any]:
+    """Depth-first list of every layer and every container of layers or arrays in `x`, each once
+    (Flux's `modules`, Functors' `fcollect` minus the leaves): `Chain(Dense(2, 3), Dense(3, 1))` gives
+    the Chain, its `layers` tuple, then the two Dense layers. Tuples of only arrays or numbers count
+    as leaves, as in Flux. For layers only, filter: `[m for m in modules(model) if is_layer(m)]`."""
+    out, seen = [], set()
+
+    def go(v):
+        if is_layer(v):
+            if id(v) in seen:
+                return
+            seen.add(id(v))
+            out.append(v)
+            for e in v.__dict__.values():
+                go(e)
+        elif isinstance(v, (list, tuple, dict)):
+            if _leaflike(v) or not _has_dynamic(v):
+                return
+            if id(v) in seen:
+                return
+            seen.add(id(v))
+            out.append(v)
+            for e in v.values() if isinstance(v, dict) else v:
                 go(e)
 
     go(x)

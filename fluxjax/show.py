@@ -131,7 +131,10 @@ def _lines(m, indent: int, label: str | None, top: bool) -> list[str]:
 
 
 def _total(m) -> str:
+    """Flux's `_big_finale`: the total line, printed only for more than 2 trainable arrays."""
     train, other = counts(m)
+    if len(train) <= 2:
+        return ""
     n = sum(int(x.size) for x in train)
     nbytes = sum(int(x.nbytes) for x in train + other)
     s = f"# Total: {len(train)} arrays, {n:,} parameters"
@@ -147,5 +150,7 @@ def layer_repr(m) -> str:
         c = _count_comment(m)
         return _pad(line, c) if c else line
     lines = _lines(m, 0, None, True)
-    lines[-1] = _pad(lines[-1], _total(m))
+    total = _total(m)
+    if total:
+        lines[-1] = _pad(lines[-1], total)
     return "\n".join(lines)

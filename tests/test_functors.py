@@ -177,8 +177,10 @@ def test_modules():
     d = Dense(2, 1)
     m = Chain(inner, d, inner)
     mods = modules(m)
-    assert mods[0] is m and mods[1] is inner and mods[2] is inner[0] and mods[3] is inner[1] and mods[4] is d
-    assert len(mods) == 5  # each layer once
+    # Flux's modules (Functors.fcollect minus leaves): each Chain's `layers` tuple counts too
+    assert mods[0] is m and mods[1] is m.layers and mods[2] is inner and mods[3] is inner.layers
+    assert mods[4] is inner[0] and mods[5] is inner[1] and mods[6] is d
+    assert len(mods) == 7  # each layer and container once
 
 
 def test_layer_subclass_decorated_again():

@@ -1,0 +1,1 @@
+from .embedding_bag import EmbeddingBag as EmbeddingBag

@@ -44,8 +44,12 @@ from .conv import (
     conv_transpose_output_size,
     crosscor,
     depthwiseconv,
+    grad_conv_data,
+    grad_conv_filter,
     same_pad,
 )
+from .dropout import dropout
+from .gather import gather, scatter
 from .padding import pad_circular, pad_constant, pad_reflect, pad_repeat, pad_symmetric, pad_zeros
 from .pooling import lpnormpool, maxpool, meanpool
 from .softmax import logsoftmax, logsumexp, softmax
@@ -61,13 +65,17 @@ __all__ = [
     "softmax", "logsoftmax", "logsumexp",
     # convolution
     "conv", "crosscor", "depthwiseconv", "conv_transpose", "same_pad", "conv_output_size",
-    "conv_transpose_output_size",
+    "conv_transpose_output_size", "grad_conv_data", "grad_conv_filter",
+    # gather / scatter
+    "gather", "scatter",
     # pooling
     "maxpool", "meanpool", "lpnormpool",
     # upsampling
     "upsample_nearest", "upsample_linear", "upsample_bilinear", "upsample_trilinear", "pixel_shuffle",
     # padding
     "pad_zeros", "pad_constant", "pad_repeat", "pad_reflect", "pad_symmetric", "pad_circular",
+    # dropout
+    "dropout",
     # batched
     "batched_mul", "batched_vec", "batched_transpose", "batched_adjoint",
 ]

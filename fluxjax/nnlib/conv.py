@@ -214,7 +214,108 @@ def conv_transpose(
     )
 
 
+# ----------------------------------------------------------------------------------------------
+# NNlib's hand-written pullbacks of `conv`: `∇conv_data` and `∇conv_filter`, spelled grad_conv_*
+
+
+def _size_arg(size, n: int, full: tuple[int, ...], what: str) -> tuple[int, ...]:
+    """A full shape (`n + 2` entries) or only the spatial dims (`n` entries) as the full shape."""
+    size = (int(size),) if isinstance(size, Integral) else tuple(int(v) for v in size)
+    if len(size) == n:
+        return (*size, *full)
+    if len(size) == n + 2:
+        if size[n:] != full:
+            raise ValueError(f"DimensionMismatch: {what} {size} should end with {full}, the channel/batch sizes")
+        return size
+    raise ValueError(f"DimensionMismatch: {what} {size} should have {n} (spatial) or {n + 2} entries")
+
+
+def _check_dy(what: str, x_shape, w_shape, dy_shape, n: int, kw: dict) -> None:
+    want = (*conv_output_size(x_shape[:n], w_shape[:n], stride=kw["stride"], pad=kw["pad"], dilation=kw["dilation"]),
+            w_shape[-1], x_shape[-1])
+    if tuple(dy_shape) != want or x_shape[-2] != w_shape[-2] * kw["groups"] or w_shape[-1] % kw["groups"]:
+        raise ValueError(
+            f"DimensionMismatch: {what}: conv of x {tuple(x_shape)} with w {tuple(w_shape)} (groups={kw['groups']}, "
+            f"stride={kw['stride']}, pad={kw['pad']}, dilation={kw['dilation']}) gives {want}, but dy has shape {tuple(dy_shape)}"
+        )
+
+
+def grad_conv_data(
+    dy: jax.typing.ArrayLike, w: jax.typing.ArrayLike, x_size: IntOrTuple | None = None, *, stride: IntOrTuple = 1,
+    pad: IntOrTuple = 0, dilation: IntOrTuple = 1, flipped: bool = False, groups: int = 1,
+) -> jax.Array:
+    """NNlib's `∇conv_data(dy, w, cdims)`: the gradient of `conv(x, w; ...)` with respect to `x`, given `dy`.
+
+    NNlib's `DenseConvDims(x, w; stride, padding, dilation, flipkernel, groups)` becomes the keywords
+    `stride, pad, dilation, flipped, groups` (as `conv`) plus `x_size`, the shape of `x` (all of it, or just
+    its spatial dims). With a stride several input sizes give the same output; `x_size=None` takes the
+    smallest, `(out-1)*s + (k-1)*d + 1 - (lo+hi)`, as `conv_transpose` does. `conv` flips the kernel unless
+    `flipped=True`, so this is the adjoint of exactly that operation (`jax.vjp` of `conv` gives the same).
+
+    NNlib's test: `x = reshape(1:5, 5, 1, 1)`, `w = reshape(1:2, 2, 1, 1)`, `dy = conv(x, w)`;
+    `grad_conv_data(dy, w)[:, 0, 0] == [8, 18, 27, 36, 13]`.
+    """
+    dy, w = _promote(dy, w)
+    n = _check(dy, w, "grad_conv_data")
+    kw = dict(stride=stride, pad=pad, dilation=dilation, flipped=flipped, groups=groups)
+    full = (w.shape[-2] * groups, dy.shape[-1])
+    if x_size is None:
+        spatial = conv_transpose_output_size(dy.shape[:n], w.shape[:n], stride=stride, pad=pad, dilation=dilation)
+        x_shape = (*spatial, *full)
+    else:
+        x_shape = _size_arg(x_size, n, full, "x_size")
+    _check_dy("grad_conv_data", x_shape, w.shape, dy.shape, n, kw)
+    (dx,) = jax.linear_transpose(lambda x: conv(x, w, **kw), jax.ShapeDtypeStruct(x_shape, dy.dtype))(dy)
+    return dx
+
+
+def grad_conv_filter(
+    x: jax.typing.ArrayLike, dy: jax.typing.ArrayLike, w_size: IntOrTuple | None = None, *, stride: IntOrTuple = 1,
+    pad: IntOrTuple = 0, dilation: IntOrTuple = 1, flipped: bool = False, groups: int = 1,
+) -> jax.Array:
+    """NNlib's `∇conv_filter(x, dy, cdims)`: the gradient of `conv(x, w; ...)` with respect to `w`, given `dy`.
+
+    The keywords are `conv`'s; `w_size` is the shape of `w` `(k..., Cin ÷ groups, Cout)`, all of it or just the
+    kernel size `k`. Without it the kernel size is solved from the sizes of `x` and `dy`, which is ambiguous
+    with a stride > 1 (then pass `w_size`). The result is in `conv`'s convention: the kernel is flipped unless
+    `flipped=True`, so it equals `jax.vjp` of `conv` with respect to `w`.
+
+    NNlib's test: `x = reshape(1:5, 5, 1, 1)`, `w = reshape(1:2, 2, 1, 1)`, `dy = conv(x, w)`;
+    `grad_conv_filter(x, dy, (2,))[:, 0, 0] == [134, 100]`.
+    """
+    x, dy = _promote(x, dy)
+    if x.ndim != dy.ndim or x.ndim < 3:
+        raise ValueError(
+            f"DimensionMismatch: grad_conv_filter expects x and dy of equal rank >= 3 (spatial..., C, N), "
+            f"got x of shape {x.shape} and dy of shape {dy.shape}"
+        )
+    n = x.ndim - 2
+    kw = dict(stride=stride, pad=pad, dilation=dilation, flipped=flipped, groups=groups)
+    if x.shape[-2] % groups:
+        raise ValueError(f"DimensionMismatch: grad_conv_filter: {x.shape[-2]} input channels are not divisible by groups={groups}")
+    full = (x.shape[-2] // groups, dy.shape[-2])
+    if w_size is None:
+        s, d, p = expand(stride, n, "stride"), expand(dilation, n, "dilation"), pad_pairs(pad, n)
+        ks = []
+        for i in range(n):
+            span = x.shape[i] + p[i][0] + p[i][1] - 1 - (dy.shape[i] - 1) * s[i]  # (k-1)*d + r, 0 <= r < s
+            cands = [(span - r) // d[i] + 1 for r in range(s[i]) if span - r >= 0 and (span - r) % d[i] == 0]
+            if len(cands) != 1:
+                raise ValueError(
+                    f"grad_conv_filter: the kernel size along spatial dim {i} is {'ambiguous' if cands else 'impossible'} "
+                    f"for x of shape {x.shape}, dy of shape {dy.shape} and stride={stride}; pass w_size=(k...)"
+                )
+            ks.append(cands[0])
+        w_shape = (*ks, *full)
+    else:
+        w_shape = _size_arg(w_size, n, full, "w_size")
+    _check_dy("grad_conv_filter", x.shape, w_shape, dy.shape, n, kw)
+    (dw,) = jax.linear_transpose(lambda w: conv(x, w, **kw), jax.ShapeDtypeStruct(w_shape, dy.dtype))(dy)
+    return dw
+
+
 __all__ = [
+    "grad_conv_data", "grad_conv_filter",
     "conv", "crosscor", "depthwiseconv", "conv_transpose", "same_pad", "conv_output_size",
     "conv_transpose_output_size", "pad_pairs", "expand",
 ]

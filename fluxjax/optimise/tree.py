@@ -95,8 +95,22 @@ def _field(node, name):
     return None
 
 
+class _Root:
+    """A position in a model that cannot be rebound in place: the model itself (a bare array) or an
+    entry of a tuple that is the model (`((w, b),)`). `update_` builds the new model around it."""
+
+    __slots__ = ("path",)
+
+    def __init__(self, path: tuple = ()):
+        self.path = path
+
+    def ident(self):
+        return ("root", self.path)
+
+
 def _collect(opt_state, model, grads):
-    """[(leaf, x, summed grad, slots)] for every Leaf with a gradient, each Leaf once."""
+    """[(leaf, x, summed grad, slots)] for every Leaf with a gradient, each Leaf once. A slot is a
+    `Slot` (rebound through the state thread) or a `_Root` (a position in an immutable model)."""
     acc: dict[int, list] = {}
     seen: set = set()
 
@@ -133,28 +147,52 @@ def _collect(opt_state, model, grads):
             for k, s in st.items():
                 go(s, m[k], g.get(k) if isinstance(g, dict) else None, _sub(slot, m, k))
 
-    go(opt_state, model, grads, None)
+    go(opt_state, model, grads, _Root())
     return list(acc.values())
 
 
 def _sub(slot, container, k):
     if isinstance(container, (list, dict)):
         return Slot(container, k, False)
+    if isinstance(slot, _Root):
+        return _Root(slot.path + (k,))
     return Slot(slot.owner, slot.key, slot.attr, slot.path + (k,))
 
 
-def _apply(leaf: Leaf, x, g, slots):
+def _apply(leaf: Leaf, x, g, slots, roots: dict):
     g = jnp.asarray(g).astype(x.dtype)
     upd, new_state = leaf.rule.update(g, leaf.state, x)
     rebind(leaf, "state", new_state)
     new_x = (x + upd).astype(x.dtype)
     for s in slots:
-        commit(s, new_x)
+        if isinstance(s, _Root):
+            roots[s.path] = new_x
+        else:
+            commit(s, new_x)
+
+
+def _rebuild(v, roots: dict):
+    """`v` with the arrays at the `_Root` paths in `roots` replaced; tuples on the way are rebuilt."""
+    if () in roots:
+        return roots[()]
+    sub: dict[int, dict] = {}
+    for path, new in roots.items():
+        sub.setdefault(path[0], {})[path[1:]] = new
+    items = list(v)
+    for i, r in sub.items():
+        items[i] = _rebuild(items[i], r)
+    return type(v)(*items) if hasattr(v, "_fields") else type(v)(items)
 
 
 def update_(opt_state: Any, model: Any, grads: Any) -> tuple[Any, Any]:
     """Apply one optimiser step in place (Optimisers.jl's `update!`): rebinds the model's arrays and
-    the states. `None` gradients skip their arrays; frozen leaves are skipped.
+    the states, and returns `(opt_state, model)`. `None` gradients skip their arrays; frozen leaves
+    are skipped.
+
+    A model that is a bare array, or a tuple holding arrays directly, cannot be changed in place (JAX
+    arrays and tuples are immutable): use the returned model, `opt_state, x = update_(opt_state, x, g)`,
+    as with Optimisers.jl's `update!`, which also returns the new model. Layers, lists and dicts
+    inside such a tuple are still updated in place.
 
     Also the implicit Flux 0.13 form `update_(rule, params(m), grads)` with `Grads` from
     `gradient(() -> loss, ps)`.
@@ -174,9 +212,10 @@ def update_(opt_state: Any, model: Any, grads: Any) -> tuple[Any, Any]:
         raise TypeError(
             "update_: grads is a 1-tuple, as gradient() returns; you probably want grads[0]"
         )
+    roots: dict[tuple, Any] = {}
     for leaf, x, g, slots in _collect(opt_state, model, grads):
-        _apply(leaf, x, g, slots)
-    return opt_state, model
+        _apply(leaf, x, g, slots, roots)
+    return opt_state, (_rebuild(model, roots) if roots else model)
 
 
 def _copy(v, memo):
@@ -205,15 +244,23 @@ def _copy(v, memo):
 
 
 def update(opt_state: Any, model: Any, grads: Any) -> tuple[Any, Any]:
-    """The pure form of `update_`: returns `(new_opt_state, new_model)`; the inputs are unchanged."""
+    """The pure form of `update_`: returns `(new_opt_state, new_model)`; the inputs are unchanged.
+    Works for any model `setup` accepts, a bare array included: `s, x = update(s, x, g)`."""
     memo: dict[int, Any] = {}
     new_state, new_model = _copy(opt_state, memo), _copy(model, memo)
     return update_(new_state, new_model, grads)
 
 
-def _leaves(tree) -> list[Leaf]:
-    """Every `Leaf` under a state tree (or subtree), each once (tied arrays share one)."""
+def _leaves(tree, fn: str = "") -> list[Leaf]:
+    """Every `Leaf` under a state tree (or subtree), each once (tied arrays share one). With `fn`, an
+    array outside any `Leaf` (that is, a model passed where the state belongs) raises TypeError,
+    as Optimisers.jl's ArgumentError."""
     found = jax.tree_util.tree_leaves(tree, is_leaf=lambda z: isinstance(z, Leaf))
+    if fn and any(is_array(v) for v in found):
+        raise TypeError(
+            f"{fn} must be called on the optimiser state from opt_state = setup(rule, model) "
+            f"(or a part of it, e.g. opt_state.layers[0]), not on the model"
+        )
     return list({id(v): v for v in found if isinstance(v, Leaf)}.values())
 
 
@@ -222,7 +269,7 @@ def adjust_(opt_state: Any, eta: float | None = None, **kw) -> Any:
     `adjust_(opt_state, 0.001)` or `adjust_(opt_state, beta=(0.8, 0.99))`; acts on a subtree too."""
     if is_layer(opt_state) and not isinstance(opt_state, Leaf) or is_array(opt_state):
         raise TypeError("adjust_ acts on the optimiser state from setup(), not on the model")
-    for leaf in _leaves(opt_state):
+    for leaf in _leaves(opt_state, "adjust_"):
         rule = leaf.rule
         if not hasattr(rule, "adjust"):
             raise TypeError(f"adjust_: {type(rule).__name__} is a plain optax transformation; it has no hyperparameters to adjust")
@@ -232,16 +279,30 @@ def adjust_(opt_state: Any, eta: float | None = None, **kw) -> Any:
     return opt_state
 
 
+def adjust(tree: Any, eta: float | None = None, **kw) -> Any:
+    """The copying form of `adjust_` (Optimisers.jl's `adjust`): a new state tree with changed
+    hyperparameters and the same moments, the original left as it was; ties stay tied.
+    Given a rule, returns the adjusted rule: `adjust(Adam(), 0.01) == Adam(0.01)`."""
+    if isinstance(tree, optax.GradientTransformation) and not isinstance(tree, Leaf):
+        if not hasattr(tree, "adjust"):
+            raise TypeError(f"adjust: {type(tree).__name__} is a plain optax transformation; it has no hyperparameters to adjust")
+        return tree.adjust(*(() if eta is None else (eta,)), **kw)
+    if is_layer(tree) and not isinstance(tree, Leaf) or is_array(tree):
+        raise TypeError("adjust acts on the optimiser state from setup() (or on a rule), not on the model")
+    _leaves(tree, "adjust")
+    return adjust_(_copy(tree, {}), eta, **kw)
+
+
 def freeze_(opt_state: Any) -> Any:
     """Mark every leaf under `opt_state` frozen: `update_` skips them (Optimisers.jl's `freeze!`)."""
-    for leaf in _leaves(opt_state):
+    for leaf in _leaves(opt_state, "freeze_"):
         leaf.frozen = True
     return opt_state
 
 
 def thaw_(opt_state: Any) -> Any:
     """Undo `freeze_`."""
-    for leaf in _leaves(opt_state):
+    for leaf in _leaves(opt_state, "thaw_"):
         leaf.frozen = False
     return opt_state
 

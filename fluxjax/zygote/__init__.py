@@ -19,6 +19,7 @@ from .api import gradient as gradient
 from .api import hessian as hessian
 from .api import jacobian as jacobian
 from .api import pullback as pullback
+from .api import pushforward as pushforward
 from .api import withgradient as withgradient
 from .api import withjacobian as withjacobian
 from .buffer import Buffer as Buffer

@@ -125,3 +125,46 @@ def diaghessian(f: Callable, *args) -> tuple:
         d = jnp.diagonal(jnp.atleast_2d(H))
         out.append(d.reshape(tuple(reversed(np.shape(x)))).T if np.ndim(x) else d.reshape(()))
     return plan.finish(out)
+
+
+def _float_primal(x):
+    """A primal for forward mode: numbers and integer arrays become floats (Zygote's `pushforward(f, 4)`
+    differentiates at 4.0); other leaves stay as they are."""
+    if isinstance(x, bool) or isinstance(x, np.bool_):
+        return x
+    if isinstance(x, (int, float, complex, np.number)):
+        return jnp.asarray(x, jnp.result_type(float))
+    if isinstance(x, (jax.Array, np.ndarray)) and jnp.issubdtype(x.dtype, jnp.integer):
+        return jnp.asarray(x, jnp.result_type(float))
+    return x
+
+
+def pushforward(f: Callable, *args) -> Callable:
+    """Zygote's forward mode: `pushforward(f, x...)(dx...)` is the directional derivative of `f` at
+    `x` along `dx` (a Jacobian-vector product, `jax.jvp`).
+
+    ```python
+    >>> pushforward(lambda x: jnp.sin(jnp.cos(x)), 0.5)(1.0)   # -cos(cos(0.5)) * sin(0.5)
+    >>> pushforward(lambda x, y: x * y, 2.0, 3.0)(1.0, 0.0)    # 3.0
+    ```
+    Each `dx` has the structure of its `x` (numbers for numbers, arrays of the same shape, pytrees
+    alike); `None` is a zero tangent. Nests with itself and with `gradient`.
+    """
+    primals = tuple(jax.tree_util.tree_map(_float_primal, a) for a in args)
+
+    def push(*dargs):
+        if len(dargs) != len(primals):
+            raise TypeError(
+                f"pushforward: f was given {len(primals)} argument(s), so pass {len(primals)} tangent(s); got {len(dargs)}"
+            )
+
+        def tangent(x, dx):
+            if dx is None:
+                return jax.tree_util.tree_map(jnp.zeros_like, x)
+            return jax.tree_util.tree_map(lambda p, d: jnp.broadcast_to(jnp.asarray(d, jnp.result_type(p)), jnp.shape(p)), x, dx)
+
+        tangents = tuple(tangent(x, dx) for x, dx in zip(primals, dargs))
+        _, ydot = jax.jvp(f, primals, tangents)
+        return ydot
+
+    return push

@@ -1,0 +1,155 @@
+"""Optimisers.jl's `trainables` and `destructure` (re-exported by Flux).
+
+`trainables(m)` lists the trainable arrays of `m` depth-first, each once (tied arrays once), as
+`params` does but as a plain list that works inside `gradient` of a function of `m`.
+`flat, re = destructure(m)` concatenates them into one vector, each array in Julia's column-major
+order, and `re(v)` rebuilds a copy of `m` with its trainable arrays taken from `v` (ties stay tied,
+everything else is kept). Both are made of `jax.numpy` operations, so `gradient` goes through them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .errors import DimensionMismatch
+from .functors import fmap, is_array, is_layer, trainable
+
+
+def _numeric(x) -> bool:
+    """Optimisers.jl's `isnumeric`: float and complex arrays (not integer arrays nor PRNG keys)."""
+    if not is_array(x) or jax.dtypes.issubdtype(x.dtype, jax.dtypes.extended):
+        return False
+    return bool(np.issubdtype(x.dtype, np.inexact))
+
+
+def _walk(x: Any, visit: Callable[[Any], None]) -> None:
+    """Call `visit` on every trainable array of `x`, depth-first, each layer object once."""
+    seen: set[int] = set()
+
+    def go(v):
+        if is_layer(v):
+            if id(v) in seen:
+                return
+            seen.add(id(v))
+            for e in trainable(v).values():
+                go(e)
+        elif is_array(v):
+            if _numeric(v):
+                visit(v)
+        elif isinstance(v, (list, tuple)):
+            for e in v:
+                go(e)
+        elif isinstance(v, dict):
+            for e in v.values():
+                go(e)
+
+    go(x)
+
+
+def trainables(model: Any) -> list:
+    """Every trainable array of `model`, depth-first, each once (Optimisers.jl's `trainables`).
+
+    ```python
+    >>> [p.shape for p in trainables(Dense(10, 5))]
+    [(5, 10), (5,)]
+    >>> gradient(lambda m: sum(jnp.sum(p**2) for p in trainables(m)), model)  # differentiable
+    ```
+    """
+    out: dict[int, Any] = {}
+    _walk(model, lambda a: out.setdefault(id(a), a))
+    return list(out.values())
+
+
+def _vec(a):
+    """Julia's `vec`: column-major."""
+    return jnp.ravel(jnp.transpose(a)) if a.ndim > 1 else jnp.reshape(a, (-1,))
+
+
+def _unvec(v, shape):
+    return jnp.transpose(jnp.reshape(v, tuple(reversed(shape)))) if len(shape) > 1 else jnp.reshape(v, shape)
+
+
+class Restructure:
+    """The `re` of `flat, re = destructure(model)`: `re(v)` is a copy of `model` with its trainable
+    arrays read from the vector `v` (Optimisers.jl's `Restructure`)."""
+
+    def __init__(self, model: Any, arrays: list):
+        # The structure as it is now (layer objects copied, arrays shared), so that later rebinding of
+        # the live model (update_, loadmodel_) does not change what `re` rebuilds.
+        self.model = fmap(lambda a: a, model)
+        self.offsets: dict[int, tuple[int, tuple, Any]] = {}
+        off = 0
+        for a in arrays:
+            self.offsets[id(a)] = (off, tuple(a.shape), a.dtype)
+            off += int(np.prod(a.shape, dtype=np.int64))
+        self.length = off
+        self._arrays = arrays  # keep them alive: `offsets` is keyed by their ids
+
+    def __call__(self, flat) -> Any:
+        flat = jnp.asarray(flat)
+        if flat.ndim != 1 or flat.shape[0] != self.length:
+            raise DimensionMismatch(
+                f"Restructure: expected a vector of length {self.length}, got an array of shape {tuple(flat.shape)}"
+            )
+        new_arrays: dict[int, Any] = {}
+        memo: dict[int, Any] = {}
+
+        def arr(a):
+            if id(a) not in new_arrays:
+                off, shape, dtype = self.offsets[id(a)]
+                n = int(np.prod(shape, dtype=np.int64))
+                v = flat[off:off + n]
+                if not jnp.issubdtype(dtype, jnp.complexfloating) and jnp.issubdtype(v.dtype, jnp.complexfloating):
+                    v = jnp.real(v)
+                new_arrays[id(a)] = _unvec(v, shape).astype(dtype)
+            return new_arrays[id(a)]
+
+        def go(v):
+            if is_layer(v):
+                if id(v) in memo:
+                    return memo[id(v)]
+                new = object.__new__(type(v))
+                memo[id(v)] = new
+                tr = trainable(v)
+                for k, e in v.__dict__.items():
+                    new.__dict__[k] = go(e) if k in tr else e
+                return new
+            if is_array(v):
+                return arr(v) if id(v) in self.offsets else v
+            if isinstance(v, tuple) and hasattr(v, "_fields"):
+                return type(v)(*(go(e) for e in v))
+            if isinstance(v, (list, tuple)):
+                return type(v)(go(e) for e in v)
+            if isinstance(v, dict):
+                return {k: go(e) for k, e in v.items()}
+            return v
+
+        return go(self.model)
+
+    def __repr__(self):
+        return f"Restructure({type(self.model).__name__}, ..., {self.length})"
+
+
+def destructure(model: Any) -> tuple[Any, Restructure]:
+    """`flat, re = destructure(model)` (Optimisers.jl's `destructure`): `flat` is one vector of every
+    trainable array (column-major, tied arrays once) and `re(flat)` rebuilds the model.
+
+    ```python
+    >>> flat, re = destructure(Chain(Dense(2, 3), Dense(3, 1)))
+    >>> flat.shape
+    (13,)
+    >>> re(flat * 0)(x)                       # the same model with zero weights
+    >>> gradient(lambda v: loss(re(v)(x), y), flat)   # gradients flow through re
+    ```
+    """
+    arrays = trainables(model)
+    if arrays:
+        flat = jnp.concatenate([_vec(a) for a in arrays])
+    else:
+        flat = jnp.zeros((0,), jnp.float32)
+    return flat, Restructure(model, arrays)

@@ -1,0 +1,92 @@
+"""trainables / destructure / Restructure (Optimisers.jl test/trainables.jl, test/destructure.jl)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import fluxjax as Flux
+from fluxjax import Chain, Dense, destructure, trainables
+
+
+def test_trainables_order_dedup_and_non_trainables():
+    d = Dense(3, 2)
+    bn = Flux.BatchNorm(2)
+    m = Chain(d, bn, d)
+    ps = trainables(m)
+    assert [p.shape for p in ps] == [(2, 3), (2,), (2,), (2,)]  # BatchNorm's beta, gamma; not mu/sigma2
+    assert ps[0] is d.weight and ps[2] is bn.beta
+    assert trainables({"i": jnp.arange(3), "s": jnp.sin}) == []  # integer arrays are not trainable
+
+
+def test_trainables_custom_trainable_fields():
+    @Flux.layer(trainable=("W",))
+    class Half:
+        def __init__(self):
+            self.W = jnp.ones((2, 2))
+            self.b = jnp.zeros(2)
+
+        def __call__(self, x):
+            return self.W @ x + self.b
+
+    h = Half()
+    assert [p is h.W for p in trainables(h)] == [True]
+
+
+def test_destructure_column_major_and_roundtrip():
+    m = Chain(Dense(2, 3, Flux.relu), Dense(3, 1))
+    flat, re = destructure(m)
+    assert flat.shape == (13,)
+    np.testing.assert_array_equal(flat[:6], np.ravel(np.asarray(m[0].weight), order="F"))
+    m2 = re(flat)
+    assert m2 is not m and m2[0] is not m[0]
+    x = jnp.asarray(np.random.rand(2, 4), jnp.float32)
+    np.testing.assert_allclose(m2(x), m(x), rtol=1e-6)
+    z = re(jnp.zeros(13))
+    np.testing.assert_array_equal(z(x), np.zeros((1, 4)))
+    np.testing.assert_array_equal(m(x), m2(x))  # the original is unchanged
+
+
+def test_restructure_keeps_structure_from_destructure_time():
+    d = Dense(2, 2)
+    flat, re = destructure(d)
+    Flux.loadmodel_(d, Dense(2, 2))  # rebinding the live model afterwards does not matter
+    np.testing.assert_array_equal(re(flat).weight, np.asarray(flat[:4]).reshape(2, 2, order="F"))
+
+
+def test_restructure_errors_and_dtypes():
+    m = {"a": jnp.ones(3, jnp.float32), "b": jnp.ones(2, jnp.float16)}
+    flat, re = destructure(m)
+    assert flat.shape == (5,)
+    r = re(jnp.arange(5.0))
+    assert r["a"].dtype == jnp.float32 and r["b"].dtype == jnp.float16
+    with pytest.raises(Flux.DimensionMismatch, match="length 5"):
+        re(jnp.ones(4))
+
+
+def test_gradient_through_restructure_matches_structural_gradient():
+    m = Chain(Dense(3, 4, jnp.tanh), Dense(4, 2))
+    x = jnp.asarray(np.random.rand(3, 5), jnp.float32)
+    flat, re = destructure(m)
+    gflat = Flux.gradient(lambda v: jnp.sum(re(v)(x) ** 2), flat)[0]
+    gm = Flux.gradient(lambda m: jnp.sum(m(x) ** 2), m)[0]
+    want = jnp.concatenate([jnp.ravel(t, order="F") for t in (gm.layers[0].weight, gm.layers[0].bias,
+                                                              gm.layers[1].weight, gm.layers[1].bias)])
+    np.testing.assert_allclose(gflat, want, rtol=1e-5, atol=1e-6)
+    # and under jax.jit / jax.grad directly
+    np.testing.assert_allclose(jax.jit(jax.grad(lambda v: jnp.sum(re(v)(x) ** 2)))(flat), want, rtol=1e-5, atol=1e-6)
+
+
+def test_modules_lists_containers_like_flux():
+    d1, d2 = Dense(2, 3), Dense(3, 1)
+    m = Chain(d1, d2)
+    mods = Flux.modules(m)
+    assert mods[0] is m and mods[1] is m.layers and mods[2] is d1 and mods[3] is d2 and len(mods) == 4
+    # the layers-only walk used internally (trainmode_ etc.) is unchanged
+    from fluxjax.functors import all_layers
+    from fluxjax.functors import modules as internal_modules
+
+    assert all_layers(m) == [m, d1, d2] and internal_modules is all_layers
+    assert len(Flux.modules(Dense(2, 2))) == 1  # tuples of numbers / arrays are leaves, not modules
+    shared = Chain(d1, d1)
+    assert [type(v).__name__ for v in Flux.modules(shared)] == ["Chain", "tuple", "Dense"]
