@@ -19,15 +19,44 @@ def name(layer) -> str:
 _warned: set[str] = set()
 
 
+def _is_int(v) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+def _param_dtype(layer):
+    """The dtype of the layer's first float array field, or None when it has none."""
+    for v in getattr(layer, "__dict__", {}).values():
+        d = getattr(v, "dtype", None)
+        if d is not None and getattr(v, "shape", None) is not None and np.issubdtype(d, np.floating):
+            return np.dtype(d)
+    return None
+
+
+def as_array(layer, x):
+    """`x` as an array, or a `TypeError` naming the layer when it is not numeric data (a string,
+    `None`, a ragged list, ...)."""
+    if hasattr(x, "shape") and hasattr(x, "dtype"):
+        if getattr(x.dtype, "kind", None) in ("O", "U", "S", "V"):
+            raise TypeError(f"Layer {name(layer)} expects numeric array input, got {describe(x)}")
+        return x
+    if x is None or isinstance(x, (str, bytes, dict, set)):
+        raise TypeError(f"Layer {name(layer)} expects numeric array input, got {type(x).__name__} {x!r:.60}")
+    try:
+        return jnp.asarray(x)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"Layer {name(layer)} expects numeric array input, got {type(x).__name__}: {e}") from None
+
+
 def match_eltype(layer, x, dtype=None):
     """Convert `x` to the layer's float type, as Flux: Float64 into a Float32 layer warns once (per
-    layer type) and computes in Float32; integer and Bool input converts silently."""
+    layer type) and computes in Float32; integer and Bool input converts silently. `dtype=None` means
+    the dtype of the layer's own float arrays (float32 for integer input to a layer without any)."""
+    x = as_array(layer, x)
+    xd = x.dtype
     if dtype is None:
-        dtype = jnp.float32
-    xd = getattr(x, "dtype", None)
-    if xd is None:
-        x = jnp.asarray(x)
-        xd = x.dtype
+        dtype = _param_dtype(layer)
+        if dtype is None:
+            dtype = xd if np.issubdtype(xd, np.floating) else jnp.float32
     if xd == dtype:
         return x
     if np.issubdtype(xd, np.floating):
@@ -55,3 +84,23 @@ def check_size(layer, x, axis: int, expected: int, what: str = "size(input, 1)")
         raise DimensionMismatch(
             f"layer {name(layer)} expects {what} == {expected}, but got {describe(x)}"
         )
+
+
+def int_tuple(owner: str, what: str, value, n: int, minimum: int = 1) -> tuple[int, ...]:
+    """`value`, an int or an `n`-tuple of ints each `>= minimum`, as an `n`-tuple; otherwise a
+    `TypeError`/`ValueError` naming `owner` (a layer's name) and what was expected."""
+    vals = (value,) * n if _is_int(value) else value
+    if not isinstance(vals, (tuple, list)) or not all(_is_int(v) for v in vals):
+        raise TypeError(f"{owner}: {what} must be an int or a tuple of {n} ints, got {value!r}")
+    if len(vals) != n:
+        raise ValueError(f"{owner}: {what} {tuple(vals)} should have {n} entries, one per spatial dim")
+    if any(v < minimum for v in vals):
+        raise ValueError(f"{owner}: {what} must be {'positive' if minimum == 1 else f'>= {minimum}'}, got {value!r}")
+    return tuple(int(v) for v in vals)
+
+
+def check_callable(owner: str, what: str, f) -> None:
+    """A `TypeError` naming `owner` unless `f` is None or callable (an activation, a connection)."""
+    if f is not None and not callable(f):
+        hint = " (pass the function itself, e.g. relu, not its name)" if isinstance(f, str) else ""
+        raise TypeError(f"{owner}: {what} must be a function, got {type(f).__name__} {f!r}{hint}")

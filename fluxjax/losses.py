@@ -160,14 +160,24 @@ def _check_sizes(yhat: Any, y: Any) -> None:
         raise DimensionMismatch(f"loss function expects size(ŷ) = {_shape_str(s1)} to match size(y) = {_shape_str(s2)}")
 
 
+def _numeric(what: str, v: Any) -> jax.Array:
+    """`v` as a numeric array, or a `TypeError` saying which argument of the loss is not."""
+    if v is None or isinstance(v, (str, bytes, dict, set)) or getattr(getattr(v, "dtype", None), "kind", "") in ("O", "U", "S"):
+        raise TypeError(f"loss function expects {what} to be a numeric array or number, got {type(v).__name__} {v!r:.60}")
+    try:
+        return jnp.asarray(v)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"loss function expects {what} to be a numeric array or number, got {type(v).__name__}: {e}") from None
+
+
 def _prep(yhat: Any, y: Any) -> tuple[jax.Array, Any]:
     """Convert, check sizes, and align ranks so numpy broadcasting equals Julia's."""
-    yhat = jnp.asarray(yhat)
+    yhat = _numeric("ŷ", yhat)
     if not jnp.issubdtype(yhat.dtype, jnp.inexact):
         yhat = yhat.astype(_default_float())
     _check_sizes(yhat, y)
     if not isinstance(y, (int, float, complex)) or isinstance(y, bool):
-        y = jnp.asarray(y)
+        y = _numeric("y", y)
         if not jnp.issubdtype(y.dtype, jnp.inexact):
             y = y.astype(yhat.dtype)
         if y.ndim and yhat.ndim and y.ndim != yhat.ndim:
@@ -191,7 +201,19 @@ def _agg(agg: Agg) -> Agg:
         return jnp.sum
     if agg is None:
         return lambda x: x
+    if not callable(agg):
+        raise TypeError(f"loss function: agg must be a function such as jnp.mean or jnp.sum, got {agg!r}")
     return agg
+
+
+def _check_dims(yhat: jax.Array, dims: Any) -> None:
+    """The class axis `dims` (an int or tuple of ints) must be an axis of ŷ (0-based)."""
+    ds = dims if isinstance(dims, tuple) else (dims,)
+    if not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) and -yhat.ndim <= d < yhat.ndim for d in ds):
+        raise ValueError(
+            f"loss function: dims={dims!r} is not an axis of ŷ of size {_shape_str(tuple(yhat.shape))}; "
+            "dims is 0-based here (Flux's dims=1 is dims=0)"
+        )
 
 
 def _cast(yhat: jax.Array, v: Any) -> Any:
@@ -308,6 +330,7 @@ def crossentropy(yhat: Any, y: Any, *, dims: Dims = 0, agg: Agg = jnp.mean, eps:
     >>> crossentropy(jnp.array([[0.1, 0.9], [0.9, 0.1]]), jnp.array([[0.0, 1.0], [1.0, 0.0]]))
     """
     yhat, y = _prep(yhat, y)
+    _check_dims(yhat, dims)
     e = _eps(yhat, eps)
     return _agg(agg)(_k_crossentropy(yhat, y, e, dims=dims))
 
@@ -320,6 +343,7 @@ def logitcrossentropy(yhat: Any, y: Any, *, dims: Dims = 0, agg: Agg = jnp.mean)
     >>> logitcrossentropy(jnp.zeros((3, 2)), jnp.eye(3)[:, :2])   # log(3)
     """
     yhat, y = _prep(yhat, y)
+    _check_dims(yhat, dims)
     return _agg(agg)(_k_logitcrossentropy(yhat, y, dims=dims))
 
 
@@ -353,6 +377,7 @@ def kldivergence(yhat: Any, y: Any, *, dims: Dims = 0, agg: Agg = jnp.mean, eps:
     >>> kldivergence(jnp.full((2, 2), 0.5), jnp.eye(2))     # log(2)
     """
     yhat, y = _prep(yhat, y)
+    _check_dims(yhat, dims)
     a = _agg(agg)
     entropy = a(_k_entropy(y, dims=dims))
     return entropy + crossentropy(yhat, y, dims=dims, agg=a, eps=eps)
@@ -434,6 +459,7 @@ def focal_loss(yhat: Any, y: Any, *, dims: Dims = 0, agg: Agg = jnp.mean, gamma:
     ...            jnp.array([[1, 0], [0, 0], [0, 1]]))                  # 0.4599
     """
     yhat, y = _prep(yhat, y)
+    _check_dims(yhat, dims)
     g, gint = _gamma(yhat, gamma)
     return _agg(agg)(_k_focal(yhat, y, _eps(yhat, eps), g, dims=dims, gint=gint))
 

@@ -26,6 +26,8 @@ def _is_int(x) -> bool:
 def _normalize_dims(dims) -> dict[str, int]:
     """Flux's `normalize_mha_dims`, with `in => qkv => out` spelled `(in, qkv, out)`."""
     if _is_int(dims):
+        if dims <= 0:
+            raise ValueError(f"MultiHeadAttention: sizes must be positive integers, got {dims!r}")
         return dict(q_in=dims, k_in=dims, v_in=dims, qk=dims, v=dims, out=dims)
     bad = ValueError(
         "MultiHeadAttention: dims must be an int, (in, qkv, out), (in, (qk, v), out) or "
@@ -140,6 +142,16 @@ class MultiHeadAttention:
                 f"layer {self._show()}: query and key must have the same batch size, got "
                 f"q {describe(q)} and k {describe(k)}"
             )
+        scores = (k.shape[1], q.shape[1], self.nheads, *q.shape[2:])
+        for what, m in (("bias", bias), ("mask", mask)):
+            shape = np.shape(m) if m is not None else None
+            if shape is not None and (
+                len(shape) > len(scores) or any(a not in (1, b) for a, b in zip(shape, scores))
+            ):
+                raise DimensionMismatch(
+                    f"layer {self._show()}: {what} of size {tuple(shape)} does not broadcast (leading dims first, "
+                    f"as Julia) to the attention scores (kv_len, q_len, nheads, batch...) = {scores}"
+                )
         x, alpha = dot_product_attention(
             self.q_proj(q), self.k_proj(k), self.v_proj(v), bias,
             nheads=self.nheads, mask=mask, fdrop=self.attn_drop,

@@ -6,7 +6,8 @@ from collections.abc import Callable
 
 import jax.numpy as jnp
 
-from .._checks import check_size, match_eltype
+from .._checks import check_callable, check_size, match_eltype
+from ..errors import DimensionMismatch
 from ..functors import is_array, layer
 from ..init import create_bias, glorot_uniform
 
@@ -57,8 +58,13 @@ class Dense:
             _positive("Dense", n_in, n_out)
             weight = init(n_out, n_in, rng=rng) if rng is not None else init(n_out, n_in)
             bias_arg = bias
+        check_callable("Dense", "the activation σ", sigma)
+        try:
+            bias = create_bias(weight, bias_arg, weight.shape[0])
+        except ValueError as e:
+            raise DimensionMismatch(f"Dense: {e}") from None
         self.weight = weight
-        self.bias = create_bias(weight, bias_arg, weight.shape[0])
+        self.bias = bias
         self.sigma = identity if sigma is None else sigma
 
     def __call__(self, x):
@@ -99,14 +105,14 @@ class Chain:
 
     def __init__(self, *layers, **named):
         if layers and named:
-            raise ValueError("Chain: give either positional layers or named layers, not both")
+            raise ValueError(f"Chain: give either positional layers or named layers, not both (got keyword {', '.join(named)})")
         if "layers" in named:
             raise ValueError("Chain: 'layers' is a reserved name")
         if len(layers) == 1 and isinstance(layers[0], list):
             layers = tuple(layers[0])
-        for lay in (named.values() if named else layers):
+        for key, lay in (named.items() if named else enumerate(layers)):
             if not callable(lay):
-                raise TypeError(f"Chain: every layer must be callable, got {type(lay).__name__}")
+                raise TypeError(f"Chain: every layer must be callable, got {type(lay).__name__} for {key!r}")
         self.layers = dict(named) if named else tuple(layers)
 
     def _seq(self):

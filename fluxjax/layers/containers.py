@@ -9,6 +9,8 @@ from typing import Any
 
 import jax.numpy as jnp
 
+from .._checks import check_callable
+from ..errors import DimensionMismatch, describe
 from ..functors import is_layer, layer
 from ..show import one_line
 
@@ -46,7 +48,32 @@ def fn_name(f: Any) -> str:
 _NARY = (operator.add, operator.mul, operator.matmul, jnp.add, jnp.multiply, jnp.maximum, jnp.minimum)
 
 
-def _connect(connection: Callable, outs: list):
+def _check_connection(kind: str, connection: Any) -> None:
+    if connection is None:
+        raise TypeError(f"{kind}: the connection must be a function (e.g. operator.add or jnp.concatenate), got None")
+    check_callable(kind, "the connection", connection)
+
+
+_ELEMENTWISE = tuple(f for f in _JULIA_NAMES if f is not operator.matmul)
+
+
+def _check_elementwise(owner: Any, connection: Callable, outs) -> None:
+    """Before an elementwise connection (`+`, `*`, `max`, ...), a `DimensionMismatch` naming the layer
+    when the arrays cannot broadcast, instead of JAX's bare broadcasting error."""
+    if not any(connection is f for f in _ELEMENTWISE) or not all(hasattr(o, "shape") for o in outs):
+        return
+    try:
+        jnp.broadcast_shapes(*(tuple(o.shape) for o in outs))
+    except ValueError:
+        got = ", ".join(describe(o) for o in outs)
+        raise DimensionMismatch(
+            f"layer {one_line(owner)}: the connection {fn_name(connection)} cannot combine arrays of sizes {got}"
+        ) from None
+
+
+def _connect(connection: Callable, outs: list, owner: Any = None):
+    if owner is not None:
+        _check_elementwise(owner, connection, outs)
     if len(outs) != 2 and any(connection is f for f in _NARY):
         return reduce(connection, outs)
     return connection(*outs)
@@ -65,15 +92,17 @@ def _child(f: Any):
 
 def _named_layers(kind: str, layers: tuple, named: dict) -> tuple | dict:
     if layers and named:
-        raise ValueError(f"{kind}: give either positional layers or named layers, not both")
+        raise ValueError(
+            f"{kind}: give either positional layers or named layers, not both (got keyword {', '.join(named)})"
+        )
     for reserved in ("connection", "layers"):
         if reserved in named:
             raise ValueError(f"a {kind} layer cannot have a named sub-layer called `{reserved}`")
     if len(layers) == 1 and isinstance(layers[0], list):
         layers = tuple(layers[0])
-    for lay in named.values() if named else layers:
+    for key, lay in named.items() if named else enumerate(layers):
         if not callable(lay):
-            raise TypeError(f"{kind}: every layer must be callable, got {type(lay).__name__}")
+            raise TypeError(f"{kind}: every layer must be callable, got {type(lay).__name__} for {key!r}")
     return dict(named) if named else tuple(layers)
 
 
@@ -151,6 +180,7 @@ class Parallel(_Indexed):
     """
 
     def __init__(self, connection: Callable, /, *layers: Callable, **named: Callable):
+        _check_connection("Parallel", connection)
         self.connection = connection
         self.layers = _named_layers("Parallel", layers, named)
         if not self.layers:
@@ -173,7 +203,7 @@ class Parallel(_Indexed):
                 f"Parallel with {len(layers)} > 1 sub-layers can take one input or {len(layers)} inputs, "
                 f"but got {len(xs)} inputs"
             )
-        return _connect(self.connection, outs)
+        return _connect(self.connection, outs, self)
 
 
 @layer
@@ -197,6 +227,7 @@ class PairwiseFusion(_Indexed):
     """
 
     def __init__(self, connection: Callable, /, *layers: Callable, **named: Callable):
+        _check_connection("PairwiseFusion", connection)
         self.connection = connection
         self.layers = _named_layers("PairwiseFusion", layers, named)
         if not self.layers:
@@ -216,6 +247,7 @@ class PairwiseFusion(_Indexed):
                 )
         ys = [layers[0](inputs[0])]
         for lay, x in zip(layers[1:], inputs[1:], strict=True):
+            _check_elementwise(self, self.connection, (ys[-1], x))
             ys.append(lay(self.connection(ys[-1], x)))
         return tuple(ys)
 
@@ -241,7 +273,9 @@ class SkipConnection:
         self.connection = connection
 
     def __call__(self, x) -> Any:
-        return self.connection(self.layers(x), x)
+        y = self.layers(x)
+        _check_elementwise(self, self.connection, (y, x))
+        return self.connection(y, x)
 
     def _show(self) -> str:
         return f"SkipConnection({fn_name(self.layers)}, {fn_name(self.connection)})"

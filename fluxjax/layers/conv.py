@@ -15,11 +15,11 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import match_eltype
+from .._checks import as_array, check_callable, int_tuple, match_eltype, name
 from ..errors import DimensionMismatch, describe
 from ..functors import is_array, layer
 from ..init import create_bias, glorot_uniform
-from ..nnlib.conv import conv, conv_transpose, crosscor, expand, same_pad
+from ..nnlib.conv import conv, conv_transpose, crosscor, same_pad
 from .basic import act_name, identity
 
 PadSpec = Any  # int | tuple[int, ...] | SamePad
@@ -58,10 +58,14 @@ def calc_padding(pad: PadSpec, k: Sequence[int], dilation: Sequence[int]) -> tup
     if _is_samepad(pad):
         return same_pad(tuple(k), tuple(dilation))
     if _is_int(pad):
-        return (int(pad),) * (2 * n)
-    if isinstance(pad, (tuple, list)) and len(pad) in (n, 2 * n):
-        return tuple(int(p) for p in pad)
-    raise ValueError(f"pad must be an int, a {n}-tuple, a {2 * n}-tuple or SamePad(), got {pad!r}")
+        pads = (int(pad),) * (2 * n)
+    elif isinstance(pad, (tuple, list)) and len(pad) in (n, 2 * n) and all(_is_int(p) for p in pad):
+        pads = tuple(int(p) for p in pad)
+    else:
+        raise ValueError(f"pad must be an int, a {n}-tuple, a {2 * n}-tuple or SamePad(), got {pad!r}")
+    if any(p < 0 for p in pads):
+        raise ValueError(f"pad must not be negative, got {pad!r}")
+    return pads
 
 
 def _maybetuple_string(t: tuple) -> str:
@@ -69,7 +73,7 @@ def _maybetuple_string(t: tuple) -> str:
 
 
 def _kernel_tuple(k, name: str) -> tuple[int, ...]:
-    if not isinstance(k, (tuple, list)) or not k:
+    if not isinstance(k, (tuple, list)) or not k or not all(_is_int(v) for v in k):
         raise TypeError(f"{name}: the kernel size must be a tuple of ints such as (3, 3) or (3,), got {k!r}")
     k = tuple(int(v) for v in k)
     if any(v <= 0 for v in k):
@@ -103,11 +107,11 @@ def _filter(init: Callable, shape: tuple[int, ...], rng) -> Any:
     return w
 
 
-def _bias(weight, bias, n: int):
+def _bias(weight, bias, n: int, owner: str = "Conv"):
     try:
         return create_bias(weight, bias, n)
     except ValueError as e:
-        raise DimensionMismatch(str(e)) from None
+        raise DimensionMismatch(f"{owner}: {e}") from None
 
 
 def _split_args(b, c, bias, name: str) -> tuple[Any, Callable | None]:
@@ -120,8 +124,46 @@ def _split_args(b, c, bias, name: str) -> tuple[Any, Callable | None]:
     return (bias if b is None else b), c
 
 
-def _as_array(x):
-    return x if hasattr(x, "shape") and hasattr(x, "dtype") else jnp.asarray(x)
+def _as_array(x, lay=None):
+    return as_array(lay, x)
+
+
+def _geometry(owner: str, n: int, k: tuple, stride, dilation, pad, *, outpad=None, pad_k=None):
+    """Checked `(stride, dilation, pad[, outpad])`: stride >= 1, dilation >= 1 (0 allowed where the
+    kernel size is 1, as Flux), pad and outpad >= 0, one entry per spatial dim."""
+    s = int_tuple(owner, "stride", stride, n)
+    d = int_tuple(owner, "dilation", dilation, n, minimum=0)
+    if any(dd < 1 and kk > 1 for dd, kk in zip(d, k)):
+        raise ValueError(f"{owner}: dilation must be positive, got {dilation!r}")
+    try:
+        p = calc_padding(pad, k if pad_k is None else pad_k(s), d)
+    except ValueError as e:
+        raise ValueError(f"{owner}: {e}") from None
+    if outpad is None:
+        return s, d, p
+    return s, d, p, int_tuple(owner, "outpad", outpad, n, minimum=0)
+
+
+def _pad_total(pad: tuple, i: int, n: int) -> int:
+    """lo + hi padding of spatial dim `i`, from an N-tuple (symmetric) or a 2N-tuple."""
+    return 2 * pad[i] if len(pad) == n else pad[2 * i] + pad[2 * i + 1]
+
+
+def _check_groups(owner: str, groups) -> None:
+    if not _is_int(groups) or groups < 1:
+        raise ValueError(f"{owner}: groups must be a positive integer, got {groups!r}")
+
+
+def _spatial_check(lay, x, k, dilation, pad) -> None:
+    """Flux/NNlib cannot make an output smaller than one pixel: the padded input must hold the
+    (dilated) kernel in every spatial dim."""
+    for i, (n, kk, d) in enumerate(zip(x.shape[:-2], k, dilation)):
+        keff = (kk - 1) * d + 1
+        if n + _pad_total(pad, i, len(k)) < keff:
+            raise DimensionMismatch(
+                f"layer {name(lay)} needs a (padded) spatial size of at least {keff} in dim {i + 1} for its "
+                f"kernel, but got {describe(x)}"
+            )
 
 
 def _conv_size_check(lay, x, cin: int) -> None:
@@ -191,6 +233,7 @@ class Conv:
             k = _kernel_tuple(a, "Conv")
             cin, cout, rest = _channels(b, (c, d) if d is not None else (c,), "Conv")
             sigma = rest[0] if rest else None
+            _check_groups("Conv", groups)
             if cin % groups:
                 raise ValueError(f"Conv: input channel dimension {cin} must be divisible by groups={groups}")
             if cout % groups:
@@ -199,20 +242,24 @@ class Conv:
             bias_arg = bias
         if weight.ndim < 3:
             raise ValueError(f"Conv: weight must have shape (k..., cin ÷ groups, cout), got {weight.shape}")
-        if not isinstance(groups, int) or groups < 1 or weight.shape[-1] % groups:
+        _check_groups("Conv", groups)
+        if weight.shape[-1] % groups:
             raise ValueError(f"Conv: output channel dimension {weight.shape[-1]} must be divisible by groups={groups}")
         n = weight.ndim - 2
+        check_callable("Conv", "the activation σ", sigma)
+        stride, dilation, pad = _geometry("Conv", n, weight.shape[:n], stride, dilation, pad)
         self.sigma = identity if sigma is None else sigma
         self.weight = weight
-        self.bias = _bias(weight, bias_arg, weight.shape[-1])
-        self.stride = expand(stride, n, "stride")
-        self.dilation = expand(dilation, n, "dilation")
-        self.pad = calc_padding(pad, weight.shape[:n], self.dilation)
+        self.bias = _bias(weight, bias_arg, weight.shape[-1], "Conv")
+        self.stride = stride
+        self.dilation = dilation
+        self.pad = pad
         self.groups = int(groups)
 
     def __call__(self, x):
-        x = _as_array(x)
+        x = _as_array(x, self)
         _conv_size_check(self, x, self.weight.shape[-2] * self.groups)
+        _spatial_check(self, x, self.weight.shape[:-2], _call_dilation(self), self.pad)
         x = match_eltype(self, x, self.weight.dtype)
         y = conv(x, self.weight, stride=self.stride, pad=self.pad, dilation=_call_dilation(self), groups=self.groups)
         return _bias_act(self.sigma, y, self.bias)
@@ -248,36 +295,50 @@ class ConvTranspose:
             k = _kernel_tuple(a, "ConvTranspose")
             cin, cout, rest = _channels(b, (c, d) if d is not None else (c,), "ConvTranspose")
             sigma = rest[0] if rest else None
+            _check_groups("ConvTranspose", groups)
             if cin % groups or cout % groups:
                 raise ValueError(f"ConvTranspose: channels {cin} => {cout} must be divisible by groups={groups}")
             weight = _filter(init, (*k, cout // groups, cin), rng)
             bias_arg = bias
         if weight.ndim < 3:
             raise ValueError(f"ConvTranspose: weight must have shape (k..., cout ÷ groups, cin), got {weight.shape}")
-        if not isinstance(groups, int) or groups < 1 or weight.shape[-1] % groups:
+        _check_groups("ConvTranspose", groups)
+        if weight.shape[-1] % groups:
             raise ValueError(f"ConvTranspose: input channel dimension {weight.shape[-1]} must be divisible by groups={groups}")
         n = weight.ndim - 2
+        check_callable("ConvTranspose", "the activation σ", sigma)
+        k = weight.shape[:n]
+        # Flux: SamePad for the kernel k - stride + 1, giving n * stride
+        pad_k = (lambda s: tuple(kk - ss + 1 for kk, ss in zip(k, s))) if _is_samepad(pad) else None
+        stride, dilation, pad, outpad = _geometry("ConvTranspose", n, k, stride, dilation, pad, outpad=outpad, pad_k=pad_k)
         self.sigma = identity if sigma is None else sigma
         self.weight = weight
-        self.bias = _bias(weight, bias_arg, weight.shape[-2] * groups)
-        self.stride = expand(stride, n, "stride")
-        self.dilation = expand(dilation, n, "dilation")
-        k_pad = weight.shape[:n]
-        if _is_samepad(pad):  # Flux: SamePad for the kernel k - stride + 1, giving n * stride
-            k_pad = tuple(kk - s + 1 for kk, s in zip(k_pad, self.stride))
-        self.pad = calc_padding(pad, k_pad, self.dilation)
-        self.outpad = expand(outpad, n, "outpad")
+        self.bias = _bias(weight, bias_arg, weight.shape[-2] * groups, "ConvTranspose")
+        self.stride = stride
+        self.dilation = dilation
+        self.pad = pad
+        self.outpad = outpad
         self.groups = int(groups)
 
     def __call__(self, x):
-        x = _as_array(x)
+        x = _as_array(x, self)
         _conv_size_check(self, x, self.weight.shape[-1])
+        self._output_check(x)
         x = match_eltype(self, x, self.weight.dtype)
         y = conv_transpose(
             x, self.weight, stride=self.stride, pad=self.pad, dilation=_call_dilation(self), groups=self.groups,
             outpad=self.outpad,
         )
         return _bias_act(self.sigma, y, self.bias)
+
+    def _output_check(self, x) -> None:
+        k, d = self.weight.shape[:-2], _call_dilation(self)
+        for i, (n, kk, dd, s, o) in enumerate(zip(x.shape[:-2], k, d, self.stride, self.outpad)):
+            if (n - 1) * s + 1 + (kk - 1) * dd - _pad_total(self.pad, i, len(k)) + o < 1:
+                raise DimensionMismatch(
+                    f"layer {name(self)}: padding {self.pad} leaves no output in spatial dim {i + 1} for input "
+                    f"{describe(x)}"
+                )
 
     def _show(self) -> str:
         w = self.weight
@@ -317,16 +378,19 @@ class CrossCor:
         if weight.ndim < 3:
             raise ValueError(f"CrossCor: weight must have shape (k..., cin, cout), got {weight.shape}")
         n = weight.ndim - 2
+        check_callable("CrossCor", "the activation σ", sigma)
+        stride, dilation, pad = _geometry("CrossCor", n, weight.shape[:n], stride, dilation, pad)
         self.sigma = identity if sigma is None else sigma
         self.weight = weight
-        self.bias = _bias(weight, bias_arg, weight.shape[-1])
-        self.stride = expand(stride, n, "stride")
-        self.dilation = expand(dilation, n, "dilation")
-        self.pad = calc_padding(pad, weight.shape[:n], self.dilation)
+        self.bias = _bias(weight, bias_arg, weight.shape[-1], "CrossCor")
+        self.stride = stride
+        self.dilation = dilation
+        self.pad = pad
 
     def __call__(self, x):
-        x = _as_array(x)
+        x = _as_array(x, self)
         _conv_size_check(self, x, self.weight.shape[-2])
+        _spatial_check(self, x, self.weight.shape[:-2], _call_dilation(self), self.pad)
         x = match_eltype(self, x, self.weight.dtype)
         y = crosscor(x, self.weight, stride=self.stride, pad=self.pad, dilation=_call_dilation(self))
         return _bias_act(self.sigma, y, self.bias)
@@ -359,6 +423,7 @@ def DepthwiseConv(
         groups = w.shape[-2]
         w2 = jnp.reshape(w, (*w.shape[:-2], 1, w.shape[-2] * w.shape[-1]), order="F")
         return Conv(w2, b, c, stride=stride, pad=pad, dilation=dilation, groups=groups, bias=bias)
+    _kernel_tuple(a, "DepthwiseConv")
     cin, cout, rest = _channels(b, (c, d) if d is not None else (c,), "DepthwiseConv")
     if cout % cin:
         raise ValueError(f"DepthwiseConv: output channels {cout} must be a multiple of input channels {cin}")

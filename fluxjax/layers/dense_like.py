@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import match_eltype
+from .._checks import as_array, check_callable, match_eltype
 from ..errors import DimensionMismatch, describe
 from ..functors import is_array, layer
 from ..init import create_bias, glorot_uniform, ones32, randn32
@@ -91,8 +91,9 @@ class Bilinear:
             _positive("Bilinear", in1, in2, out)
             weight = _init(init, (out, in1, in2), rng)
             bias_arg = bias
+        check_callable("Bilinear", "the activation σ", sigma)
         self.weight = weight
-        self.bias = create_bias(weight, bias_arg, weight.shape[0])
+        self.bias = _named_bias("Bilinear", weight, bias_arg, weight.shape[0])
         self.sigma = identity if sigma is None else sigma
 
     def __call__(self, x, y=None) -> jax.Array:
@@ -180,11 +181,14 @@ class Scale:
                 args = args[0]
             if not args:
                 raise TypeError("Scale needs a size, e.g. Scale(2) or Scale(2, 3, relu), or an array")
+            if isinstance(args[-1], str):
+                check_callable("Scale", "the activation σ", args[-1])
             _positive("Scale", *args)
             scale = _init(init, tuple(args), rng)
             bias_arg = bias
+        check_callable("Scale", "the activation σ", sigma)
         self.scale = scale
-        self.bias = create_bias(scale, bias_arg, *scale.shape)
+        self.bias = _named_bias("Scale", scale, bias_arg, *scale.shape)
         self.sigma = identity if sigma is None else sigma
 
     def __call__(self, x) -> jax.Array:
@@ -201,6 +205,13 @@ class Scale:
 
 
 # ---------------------------------------------------------------------------------------------
+
+
+def _named_bias(owner: str, weight, bias, *dims):
+    try:
+        return create_bias(weight, bias, *dims)
+    except ValueError as e:
+        raise DimensionMismatch(f"{owner}: {e}") from None
 
 
 def _concrete(x) -> bool:
@@ -254,10 +265,7 @@ class Embedding:
     def __call__(self, x) -> jax.Array:
         W = self.weight
         n_in = W.shape[1]
-        if _is_int(x):
-            x = jnp.asarray(x)
-        elif not is_array(x):
-            x = jnp.asarray(x)
+        x = as_array(self, x)
         if jnp.issubdtype(x.dtype, jnp.integer):
             return self._lookup(x)
         if x.ndim == 0 or x.shape[0] != n_in:

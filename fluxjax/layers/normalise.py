@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import match_eltype, name
+from .._checks import as_array, check_callable, match_eltype, name
 from ..errors import DimensionMismatch, describe
 from ..functors import layer
 from ..init import ones32, zeros32
@@ -29,6 +29,9 @@ def _check_mode(name, active):
 
 
 def _check_momentum_eps(name, momentum, eps):
+    for what, v in (("momentum", momentum), ("eps", eps)):
+        if not isinstance(v, (int, float, np.integer, np.floating)) or isinstance(v, bool):
+            raise TypeError(f"{name}: {what} must be a number, got {v!r}")
     if not 0 <= momentum <= 1:
         raise ValueError(f"{name}: momentum must lie in [0, 1], got {momentum}")
     if eps <= 0:
@@ -41,6 +44,7 @@ def _init_norm(lay, name, chs, sigma, init_beta, init_gamma, affine, track_stats
         raise ValueError(f"{name}: the number of channels must be a positive integer, got {chs!r}")
     _check_mode(name, active)
     _check_momentum_eps(name, momentum, eps)
+    check_callable(name, "the activation λ", sigma)
     lay.sigma = sigma
     lay.beta = init_beta(chs) if affine else False
     lay.gamma = init_gamma(chs) if affine else False
@@ -190,6 +194,7 @@ class GroupNorm:
             raise ValueError(f"GroupNorm: the number of channels {chs} must be divisible by the number of groups {G}")
         _check_mode("GroupNorm", active)
         _check_momentum_eps("GroupNorm", momentum, eps)
+        check_callable("GroupNorm", "the activation λ", sigma)
         self.sigma = sigma
         self.beta = init_beta(chs) if affine else False
         self.gamma = init_gamma(chs) if affine else False
@@ -239,8 +244,7 @@ class LayerNorm:
             size = size[0]
         if not size or not all(isinstance(s, int) and s > 0 for s in size):
             raise ValueError(f"LayerNorm: size must be positive integers, got {size!r}")
-        if eps <= 0:
-            raise ValueError(f"LayerNorm: eps must be positive, got {eps}")
+        _check_momentum_eps("LayerNorm", 0.0, eps)
         self.sigma = sigma
         self.weight = ones32(*size) if affine else False
         self.bias = zeros32(*size) if affine else False
@@ -292,14 +296,20 @@ class Dropout:
     def __init__(self, p: float, *, dims=None, rng=None, active: bool | None = None):
         _check_p("Dropout", p)
         _check_mode("Dropout", active)
+        dims = dims if dims is None or isinstance(dims, tuple) else (dims,)
+        if dims is not None and not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in dims):
+            raise TypeError(f"Dropout: dims must be an int or a tuple of ints (0-based axes), got {dims!r}")
         self.p = p
-        self.dims = dims if dims is None or isinstance(dims, tuple) else (dims,)
+        self.dims = dims
         self.active = active
         self.rng = resolve_key(rng)
 
     def __call__(self, x):
+        x = as_array(self, x)
         if not is_active(self) or self.p == 0:
             return x
+        if not jnp.issubdtype(x.dtype, jnp.inexact):
+            x = x.astype(jnp.float32)  # Flux: dropout of integers gives floats
         if self.p == 1:
             return jnp.zeros_like(x)
         shape = x.shape if self.dims is None else tuple(
@@ -333,8 +343,11 @@ class AlphaDropout:
         self.rng = resolve_key(rng)
 
     def __call__(self, x):
+        x = as_array(self, x)
         if not is_active(self) or self.p == 0:
             return x
+        if not jnp.issubdtype(x.dtype, jnp.inexact):
+            x = x.astype(jnp.float32)
         if self.p == 1:
             return jnp.zeros_like(x)
         p = self.p

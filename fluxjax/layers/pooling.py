@@ -6,26 +6,33 @@ Inputs are `(spatial..., C, N)`; windows cover the spatial dims only. None has p
 
 from __future__ import annotations
 
+from .._checks import int_tuple
 from ..errors import DimensionMismatch, describe
 from ..functors import layer
-from ..nnlib.conv import expand
 from ..nnlib.pooling import maxpool, meanpool
-from .conv import PadSpec, _as_array, _kernel_tuple, _maybetuple_string, calc_padding
+from .conv import PadSpec, _as_array, _kernel_tuple, _maybetuple_string, _spatial_check, calc_padding
 
 
 def _pool_size_check(lay, n: int, x) -> None:
     if x.ndim != n + 2:
         raise DimensionMismatch(f"layer {lay._show()} expects ndims(input) == {n + 2}, but got {describe(x)}")
+    if hasattr(lay, "pad"):
+        _spatial_check(lay, x, lay.k, (1,) * n, lay.pad)
 
 
 class _Pool:
     _name = ""
 
-    def __init__(self, k: tuple[int, ...], *, pad: PadSpec = 0, stride=None):
+    def __init__(self, k: tuple[int, ...], *, pad: PadSpec = 0, stride=None, **unknown):
+        if unknown:
+            raise TypeError(f"{self._name}() got an unexpected keyword argument {next(iter(unknown))!r}")
         k = _kernel_tuple(k, self._name)
         self.k = k
-        self.pad = calc_padding(pad, k, (1,) * len(k))
-        self.stride = k if stride is None else expand(stride, len(k), "stride")
+        try:
+            self.pad = calc_padding(pad, k, (1,) * len(k))
+        except ValueError as e:
+            raise ValueError(f"{self._name}: {e}") from None
+        self.stride = k if stride is None else int_tuple(self._name, "stride", stride, len(k))
 
     def _show(self) -> str:
         s = f"{self._name}({self.k}"
@@ -51,7 +58,7 @@ class MaxPool(_Pool):
     _name = "MaxPool"
 
     def __call__(self, x):
-        x = _as_array(x)
+        x = _as_array(x, self)
         _pool_size_check(self, len(self.k), x)
         return maxpool(x, self.k, pad=self.pad, stride=self.stride)
 
@@ -69,13 +76,13 @@ class MeanPool(_Pool):
     _name = "MeanPool"
 
     def __call__(self, x):
-        x = _as_array(x)
+        x = _as_array(x, self)
         _pool_size_check(self, len(self.k), x)
         return meanpool(x, self.k, pad=self.pad, stride=self.stride)
 
 
 def _global_check(lay, x):
-    x = _as_array(x)
+    x = _as_array(x, lay)
     if x.ndim < 3:
         raise DimensionMismatch(f"layer {lay._show()} expects ndims(input) >= 3, but got {describe(x)}")
     return x
@@ -120,11 +127,13 @@ class GlobalMeanPool:
 class _Adaptive:
     _name = ""
 
-    def __init__(self, out: tuple[int, ...]):
+    def __init__(self, out: tuple[int, ...], **unknown):
+        if unknown:
+            raise TypeError(f"{self._name}() got an unexpected keyword argument {next(iter(unknown))!r}")
         self.out = _kernel_tuple(out, self._name)
 
     def _window(self, x) -> tuple[tuple[int, ...], tuple[int, ...]]:
-        x = _as_array(x)
+        x = _as_array(x, self)
         _pool_size_check(self, len(self.out), x)
         insize = x.shape[:-2]
         if any(o > i for o, i in zip(self.out, insize)):
@@ -152,7 +161,7 @@ class AdaptiveMaxPool(_Adaptive):
     _name = "AdaptiveMaxPool"
 
     def __call__(self, x):
-        x = _as_array(x)
+        x = _as_array(x, self)
         k, stride = self._window(x)
         return maxpool(x, k, stride=stride)
 
@@ -170,7 +179,7 @@ class AdaptiveMeanPool(_Adaptive):
     _name = "AdaptiveMeanPool"
 
     def __call__(self, x):
-        x = _as_array(x)
+        x = _as_array(x, self)
         k, stride = self._window(x)
         return meanpool(x, k, stride=stride)
 

@@ -28,6 +28,7 @@ fast versions (NNlib's `fast_act`).
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -35,7 +36,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import match_eltype
+from .._checks import check_callable, match_eltype, name
 from ..errors import DimensionMismatch, describe
 from ..functors import is_array, is_layer, layer, modules, state_fields
 from ..init import create_bias, glorot_uniform
@@ -136,6 +137,24 @@ def _as_state(state: Any) -> Any:
     return jax.tree_util.tree_map(jnp.asarray, state)
 
 
+def _check_state(lay: Any, cell: Any, state: Any, batch: tuple) -> None:
+    """A built-in cell's state: `(out,)` or `(out, batch...)` (a tuple `(h, c)` of them for LSTM),
+    with the input's batch dims; otherwise a `DimensionMismatch` naming the layer."""
+    n = cell._n_out
+    lstm = isinstance(cell, LSTMCell)
+    want = f"a tuple (h, c), each of size ({n},) or ({n}, batch...)" if lstm else f"of size ({n},) or ({n}, batch...)"
+    parts = state if lstm and isinstance(state, (tuple, list)) and len(state) == 2 else (None if lstm else (state,))
+    if parts is None:
+        raise DimensionMismatch(f"layer {name(lay)} expects a state {want}, but got {type(state).__name__}")
+    for s in parts:
+        shape = getattr(s, "shape", None)
+        if shape is None or len(shape) == 0 or shape[0] != n or (len(shape) > 1 and batch and tuple(shape[1:]) != tuple(batch)):
+            got = type(s).__name__ if shape is None else describe(s)
+            raise DimensionMismatch(
+                f"layer {name(lay)} expects a state {want}" + (f" with batch {tuple(batch)}" if batch else "") + f", but got {got}"
+            )
+
+
 def initialstates(m: Any) -> Any:
     """The initial state of a recurrent cell or layer: zeros of shape `(out,)`; a tuple `(h, c)` of
     two for an LSTM (Flux's `initialstates`). A custom cell provides it with a method
@@ -201,7 +220,11 @@ class _Cell:
 
     def __call__(self, x: Any, state: Any = None) -> tuple[Any, Any]:
         x = self._prepare(x)
-        state = self.initialstates() if state is None else _as_state(state)
+        if state is None:
+            state = self.initialstates()
+        else:
+            state = _as_state(state)
+            _check_state(self, self, state, x.shape[1:])
         return self._recur(self._project(x), state)
 
 
@@ -253,6 +276,7 @@ class RNNCell(_Cell):
             Wi, Wh, used, _ = _cell_init("RNNCell", a, b, 1, init_kernel, init_recurrent_kernel, rng)
             sigma = c if used else b
             bias_arg = bias
+        check_callable("RNNCell", "the activation σ", sigma)
         self.sigma = tanh if sigma is None else sigma
         self.Wi = Wi
         self.Wh = Wh
@@ -579,6 +603,9 @@ class _SequenceLayer:
         x = self._prepare(x)
         if state is None:
             state = self.initialstates()
+        elif isinstance(self.cell, _BUILTIN_CELLS):
+            state = _as_state(state)
+            _check_state(self, self.cell, state, x.shape[2:])
         ys, last = _scan(self.cell, x, state)
         return (ys, last) if self.return_state else ys
 
@@ -591,6 +618,10 @@ def _seq_init(self: Any, name: str, cell_type: type, a: Any, b: Any, c: Any, ret
     elif isinstance(a, _BUILTIN_CELLS):
         raise TypeError(f"{name} wraps a {cell_type.__name__}, got {type(a).__name__}; use Recurrence(cell)")
     else:
+        known = inspect.signature(cell_type.__init__).parameters
+        bad = [k for k in kw if k not in known or k in ("self", "a", "b", "c", "d")]
+        if bad:
+            raise TypeError(f"{name}() got an unexpected keyword argument {bad[0]!r}")
         args = tuple(v for v in (a, b, c) if v is not None)
         cell = cell_type(*args, **kw)
     self.cell = cell

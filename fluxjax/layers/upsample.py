@@ -22,12 +22,23 @@ def _mode(mode) -> str:
     m = str(mode)
     m = m[1:] if m.startswith(":") else m
     if m not in _MODES:
-        raise ValueError(f"mode=:{m} is not supported.")
+        raise ValueError(f"Upsample: mode=:{m} is not supported; use one of {', '.join(_MODES)}.")
     return m
 
 
 def _static(v):
     return tuple(v) if isinstance(v, (list, tuple)) else v
+
+
+def _positive(what: str, v, integer: bool) -> None:
+    """Upsample's `scale` (positive numbers; integers for `"nearest"`) or `size` (positive ints)."""
+    vals = v if isinstance(v, tuple) else (v,)
+    ok = all(isinstance(e, (int, float)) and not isinstance(e, bool) and e > 0 for e in vals) and vals
+    if ok and integer:
+        ok = all(isinstance(e, int) or float(e).is_integer() for e in vals)
+    if not ok:
+        kind = "positive integers" if integer else "positive numbers"
+        raise ValueError(f"Upsample: {what} must be {kind} (a number or a tuple, one per spatial dim), got {v!r}")
 
 
 @layer
@@ -61,13 +72,23 @@ class Upsample:
             raise ValueError("Either scale or size should be specified (but not both).")
         self.scale = _static(scale)
         self.size = _static(size)
+        if self.scale is not None:
+            _positive("scale", self.scale, self.mode == "nearest")
+        if self.size is not None:
+            _positive("size", self.size, True)
 
     def __call__(self, x):
-        x = _as_array(x)
+        x = _as_array(x, self)
         nd = _NDIMS.get(self.mode)
         if (nd is not None and x.ndim != nd) or x.ndim < 3:
             want = f"== {nd}" if nd is not None else ">= 3"
             raise DimensionMismatch(f"layer {self._show()} expects ndims(input) {want}, but got {describe(x)}")
+        for what, v in (("scale", self.scale), ("size", self.size)):
+            # NNlib: nearest scales the first len(v) dims; linear modes need one entry per spatial dim
+            if isinstance(v, tuple) and (len(v) > x.ndim if nd is None else len(v) != x.ndim - 2):
+                raise DimensionMismatch(
+                    f"layer {self._show()} has a {what} with {len(v)} entries, which does not fit {describe(x)}"
+                )
         if self.mode == "nearest":
             if self.size is not None:
                 return upsample_nearest(x, size=self.size)
@@ -101,7 +122,13 @@ class PixelShuffle:
         self.r = r
 
     def __call__(self, x):
-        return pixel_shuffle(_as_array(x), self.r)
+        x = _as_array(x, self)
+        if x.ndim < 3 or x.shape[-2] % self.r ** (x.ndim - 2):
+            raise DimensionMismatch(
+                f"layer {self._show()} expects an input (spatial..., C, N) with C divisible by r^d = "
+                f"{self.r}^{max(x.ndim - 2, 1)} (d spatial dims), but got {describe(x)}"
+            )
+        return pixel_shuffle(x, self.r)
 
     def _show(self) -> str:
         return f"PixelShuffle({self.r})"
