@@ -99,7 +99,28 @@ def _split_container(v):
     if not dyn_pos:
         return None
     static = tuple(None if i in dyn_pos else x for i, x in enumerate(leaves))
-    return [leaves[i] for i in dyn_pos], (treedef, dyn_pos, _Static(static))
+    return [leaves[i] for i in dyn_pos], (treedef, dyn_pos, _Static(static), _key_order(v))
+
+
+def _key_order(v):
+    """The insertion order of every dict inside `v` (JAX rebuilds dicts with sorted keys, and a named
+    `Chain` runs its layers in insertion order), or None when `v` holds no dict."""
+    if isinstance(v, dict):
+        return ("dict", tuple((k, _key_order(e)) for k, e in v.items()))
+    if isinstance(v, (list, tuple)):
+        sub = tuple(_key_order(e) for e in v)
+        return ("seq", sub) if any(o is not None for o in sub) else None
+    return None
+
+
+def _reorder(v, order):
+    if order is None:
+        return v
+    kind, sub = order
+    if kind == "dict":
+        return {k: _reorder(v[k], o) for k, o in sub}
+    items = [_reorder(e, o) for e, o in zip(v, sub)]
+    return type(v)(*items) if hasattr(v, "_fields") else type(v)(items)
 
 
 def _flatten_fields(obj):
@@ -130,12 +151,12 @@ def _unflatten_fields(cls, fields, children):
             d[name] = children[i]
             i += 1
         elif kind > 0:
-            treedef, dyn_pos, static = meta
+            treedef, dyn_pos, static, order = meta
             leaves = list(static.value)
             for p in dyn_pos:
                 leaves[p] = children[i]
                 i += 1
-            d[name] = jax.tree_util.tree_unflatten(treedef, leaves)
+            d[name] = _reorder(jax.tree_util.tree_unflatten(treedef, leaves), order)
         else:
             d[name] = meta.value
     return obj

@@ -11,7 +11,7 @@ from typing import Any
 import jax.numpy as jnp
 import optax
 
-from ..state import guard_writes
+from ..state import Region, commit, guard_writes
 from ..state import jit as _jit
 from ..zygote import Params, _first, withgradient
 from .tree import _implicit_holder, implicit_update_, setup, update_
@@ -26,13 +26,19 @@ def _step(loss, model, opt, d, check=None):
     `opt`) or a `Params` (with its `ImplicitState`). Returns `(loss, isfinite(loss))`."""
     args = d if isinstance(d, tuple) else (d,)
     implicit = isinstance(model, Params)
-    if implicit:
-        val, g = withgradient(lambda: loss(*args), model)
-    else:
-        val, (g,) = withgradient(lambda m: loss(m, *args), model)
+    # The loss's state writes (BatchNorm statistics, Dropout keys) are held back until `check` has
+    # passed, so a rejected step leaves the model exactly as it was.
+    with Region() as region:
+        if implicit:
+            val, g = withgradient(lambda: loss(*args), model)
+        else:
+            val, (g,) = withgradient(lambda m: loss(m, *args), model)
+        writes = [(slot, slot.get()) for slot in region.written.values()]
     lval = _first(val)
     if check is not None:
         check(lval)
+    for slot, v in writes:
+        commit(slot, v)
     (implicit_update_ if implicit else update_)(opt, model, g)
     return lval, jnp.isfinite(lval)
 

@@ -159,11 +159,14 @@ def _sub(slot, container, k):
     return Slot(slot.owner, slot.key, slot.attr, slot.path + (k,))
 
 
-def _apply(leaf: Leaf, x, g, slots, roots: dict):
+def _new_values(leaf: Leaf, x, g):
     g = jnp.asarray(g).astype(x.dtype)
     upd, new_state = leaf.rule.update(g, leaf.state, x)
+    return new_state, (x + upd).astype(x.dtype)
+
+
+def _apply(leaf: Leaf, new_state, new_x, slots, roots: dict):
     rebind(leaf, "state", new_state)
-    new_x = (x + upd).astype(x.dtype)
     for s in slots:
         if isinstance(s, _Root):
             roots[s.path] = new_x
@@ -212,9 +215,11 @@ def update_(opt_state: Any, model: Any, grads: Any) -> tuple[Any, Any]:
         raise TypeError(
             "update_: grads is a 1-tuple, as gradient() returns; you probably want grads[0]"
         )
+    # every rule runs before anything is rebound, so a rule that raises leaves the model as it was
+    steps = [(leaf, *_new_values(leaf, x, g), slots) for leaf, x, g, slots in _collect(opt_state, model, grads)]
     roots: dict[tuple, Any] = {}
-    for leaf, x, g, slots in _collect(opt_state, model, grads):
-        _apply(leaf, x, g, slots, roots)
+    for step in steps:
+        _apply(*step, roots)
     return opt_state, (_rebuild(model, roots) if roots else model)
 
 

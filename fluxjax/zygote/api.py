@@ -26,8 +26,9 @@ def gradient(f: Callable, *args) -> Any:
     With `ps = params(model)` and a zero-argument `f`, returns `Grads` indexed by parameter arrays.
     """
     before = _snapshot(f)
-    plan, y, back, _ = _vjp(f, args, "gradient")
+    plan, y, back, _, commit = _vjp(f, args, "gradient", defer=True)
     out = _grads(plan, y, back)
+    commit()
     _check_leaks(f, "gradient", before)
     return out
 
@@ -41,8 +42,9 @@ def withgradient(f: Callable, *args) -> WithGradient:
     """`(val, grad)`; when `f` returns a tuple or dict, its first element is differentiated and the
     whole value is returned (Zygote's auxiliary outputs): `loss, (g,) = withgradient(...)`."""
     before = _snapshot(f)
-    plan, y, back, full = _vjp(f, args, "withgradient", first_only=True)
+    plan, y, back, full, commit = _vjp(f, args, "withgradient", first_only=True, defer=True)
     out = _grads(plan, y, back)
+    commit()
     _check_leaks(f, "withgradient", before)
     return WithGradient(full, out)
 

@@ -177,10 +177,15 @@ def _traced(f, args, name, first_only):
     return plan, res
 
 
-def _vjp(f, args, name, first_only=False, check=True):
+def _vjp(f, args, name, first_only=False, check=True, defer=False):
+    """Run `f` under `jax.vjp`. Its state writes (BatchNorm statistics, Dropout keys) are committed at
+    once, or with `defer=True` returned as a thunk, so that `gradient` commits them only after the
+    backward pass succeeded: `(plan, y, back, full)`, plus the thunk when deferred."""
     plan, (y, back, full, aux) = _traced(f, args, name, first_only)
     if check:
         _check_scalar(y, name)
+    if defer:
+        return plan, y, back, full, lambda: plan.commit(aux)
     plan.commit(aux)
     return plan, y, back, full
 

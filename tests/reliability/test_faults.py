@@ -139,11 +139,6 @@ def test_fault_inside_differentiation_leaves_model_untouched(entry, exc, where):
     _assert_same(m, _snap(twin), "after recovering")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="zygote.gradient commits the state writes (BatchNorm statistics, Dropout key) right after the "
-    "forward pass, before the backward pass runs; an exception in the backward pass leaves them moved (reported)",
-)
 @pytest.mark.parametrize("entry", ["gradient", "withgradient"])
 def test_fault_in_backward_pass_leaves_model_untouched(entry):
     m = _model()
@@ -312,11 +307,6 @@ def test_fault_in_optimiser_under_jit_is_atomic():
     _assert_clean(m)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="optimise.tree.update_ rebinds each array as soon as its rule returns, so a rule that raises on a "
-    "later array leaves the earlier ones updated (reported: compute every update first, then commit)",
-)
 def test_fault_in_optimiser_eager_update_is_atomic():
     m = _model()
     opt = F.setup(_failing_rule(2), m)

@@ -536,7 +536,6 @@ def test_loss_gradient_paths_many_shapes(case, c, n, seed):
     _loss_property(case, c, n, seed)
 
 
-@pytest.mark.xfail(strict=True, reason="functors._unflatten_fields rebuilds a dict field in sorted key order (reported)")
 def test_named_chain_keeps_its_order_through_tree_map_and_jax_jit():
     m = fluxjax.Chain(enc=fluxjax.Dense(2, 3), dec=fluxjax.Dense(3, 1))
     x = jnp.ones((2, 4))
