@@ -4,6 +4,7 @@
 `fluxjax.optimise` as Optimisers, `fluxjax.nnlib` as NNlib, `fluxjax.losses` as Flux.Losses.
 """
 
+# Importing serialize also makes the module `fluxjax.state` callable: `fluxjax.state(model)` is Flux.state.
 from . import losses as losses
 from . import nnlib as nnlib
 from . import optimise as optimise
@@ -12,17 +13,11 @@ from . import zygote as zygote
 from .data import DataLoader as DataLoader
 from .data import flatten as flatten
 from .data import onecold as onecold
-
-# Data
 from .data import onehot as onehot
 from .data import onehotbatch as onehotbatch
-
-# Optimisers.jl's flat views (re-exported by Flux)
 from .destructure import Restructure as Restructure
 from .destructure import destructure as destructure
 from .destructure import trainables as trainables
-
-# Precision and devices
 from .devices import CPUDevice as CPUDevice
 from .devices import cpu as cpu
 from .devices import cpu_device as cpu_device
@@ -31,19 +26,13 @@ from .devices import f32 as f32
 from .devices import f64 as f64
 from .devices import gpu as gpu
 from .devices import gpu_device as gpu_device
-
-# Errors
 from .errors import DimensionMismatch as DimensionMismatch
 from .functors import children as children
-from .functors import flux_modules as _flux_modules
 from .functors import fmap as fmap
-
-# Layer system
 from .functors import layer as layer
+from .functors import modules as modules
 from .functors import trainable as trainable
 from .init import glorot_normal as glorot_normal
-
-# Initialisers
 from .init import glorot_uniform as glorot_uniform
 from .init import identity_init as identity_init
 from .init import kaiming_normal as kaiming_normal
@@ -56,12 +45,8 @@ from .init import randn32 as randn32
 from .init import sparse_init as sparse_init
 from .init import truncated_normal as truncated_normal
 from .init import zeros32 as zeros32
-
-# Layers: convolution, pooling, upsampling, containers, attention
 from .layers.attention import MultiHeadAttention as MultiHeadAttention
 from .layers.basic import Chain as Chain
-
-# Layers: basic
 from .layers.basic import Dense as Dense
 from .layers.basic import activations as activations
 from .layers.containers import Maxout as Maxout
@@ -78,8 +63,6 @@ from .layers.dense_like import Embedding as Embedding
 from .layers.dense_like import Scale as Scale
 from .layers.embedding_bag import EmbeddingBag as EmbeddingBag
 from .layers.normalise import AlphaDropout as AlphaDropout
-
-# Layers: normalisation
 from .layers.normalise import BatchNorm as BatchNorm
 from .layers.normalise import Dropout as Dropout
 from .layers.normalise import GroupNorm as GroupNorm
@@ -99,8 +82,6 @@ from .layers.recurrent import GRUv3 as GRUv3
 from .layers.recurrent import GRUv3Cell as GRUv3Cell
 from .layers.recurrent import LSTMCell as LSTMCell
 from .layers.recurrent import Recurrence as Recurrence
-
-# Layers: recurrent
 from .layers.recurrent import RNNCell as RNNCell
 from .layers.recurrent import initialstates as initialstates
 from .layers.upsample import PixelShuffle as PixelShuffle
@@ -145,8 +126,6 @@ from .nnlib import relu6 as relu6
 from .nnlib import rrelu as rrelu
 from .nnlib import same_pad as same_pad
 from .nnlib import selu as selu
-
-# NNlib
 from .nnlib import sigmoid as sigmoid
 from .nnlib import sigmoid_fast as sigmoid_fast
 from .nnlib import softmax as softmax
@@ -172,8 +151,6 @@ from .optimise import AdamW as AdamW
 from .optimise import AMSGrad as AMSGrad
 from .optimise import ClipGrad as ClipGrad
 from .optimise import ClipNorm as ClipNorm
-
-# Optimisers.jl
 from .optimise import Descent as Descent
 from .optimise import Leaf as Leaf
 from .optimise import Lion as Lion
@@ -197,11 +174,7 @@ from .optimise import train_ as train_
 from .optimise import update as update
 from .optimise import update_ as update_
 from .outputsize import outputsize as outputsize
-
-# RNG
 from .random import seed_ as seed_
-
-# Saving and loading (importing serialize also makes the module `fluxjax.state` callable: `fluxjax.state(model)`)
 from .serialize import Checkpoint as Checkpoint
 from .serialize import CheckpointError as CheckpointError
 from .serialize import StructureMismatch as StructureMismatch
@@ -213,8 +186,6 @@ from .serialize import load as load
 from .serialize import loadmodel_ as loadmodel_
 from .serialize import save as save
 from .state import functional as functional
-
-# State thread
 from .state import jit as jit
 from .state import testmode_ as testmode_
 from .state import trainmode_ as trainmode_
@@ -227,8 +198,6 @@ from .zygote import checkpointed as checkpointed
 from .zygote import diaghessian as diaghessian
 from .zygote import dropgrad as dropgrad
 from .zygote import forwarddiff as forwarddiff
-
-# Zygote's API
 from .zygote import gradient as gradient
 from .zygote import hessian as hessian
 from .zygote import hook as hook
@@ -240,5 +209,3 @@ from .zygote import pushforward as pushforward
 from .zygote import withgradient as withgradient
 from .zygote import withjacobian as withjacobian
 
-# Flux's `modules` (layers and their containers); `fluxjax.functors.modules` is the layers-only walk used inside
-modules = _flux_modules

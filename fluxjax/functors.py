@@ -318,17 +318,12 @@ def all_layers(x: Any) -> list[Any]:
     return out
 
 
-# The internal name that fluxjax/state.py and layers/recurrent.py import: layers only. The public
-# `fluxjax.modules` is `flux_modules` below, which also lists containers as Flux does.
-modules = all_layers
-
-
 def _leaflike(v) -> bool:
     """Flux's `isleaflike`: a tuple of only numbers / arrays is a leaf, not a module."""
     return isinstance(v, tuple) and all(is_array(e) or isinstance(e, (int, float, complex, np.number)) for e in v)
 
 
-def flux_modules(x: Any) -> list[Any]:
+def modules(x: Any) -> list[Any]:
     """Depth-first list of every layer and every container of layers or arrays in `x`, each once
     (Flux's `modules`, Functors' `fcollect` minus the leaves): `Chain(Dense(2, 3), Dense(3, 1))` gives
     the Chain, its `layers` tuple, then the two Dense layers. Tuples of only arrays or numbers count

@@ -18,7 +18,7 @@ import jax
 
 from ._plan import Plan
 from ._slots import PARAM, STATE, Slot, set_many, walk
-from .functors import bump, is_float_array, modules
+from .functors import all_layers, bump, is_float_array
 
 _tls = threading.local()
 
@@ -127,7 +127,7 @@ def layer_key(layer: Any, field: str = "rng"):
 
 
 def _set_mode(m: Any, mode) -> Any:
-    for lay in modules(m):
+    for lay in all_layers(m):
         if "active" in lay.__dict__:
             lay.__dict__["active"] = mode
     bump()
@@ -310,7 +310,7 @@ def functional(model: Any) -> tuple[dict, dict, Callable]:
             for i in s_idx:
                 region.swap(slots[i], state[names[i]])
             if train is not None:
-                for lay in modules(model):
+                for lay in all_layers(model):
                     if "active" in lay.__dict__:
                         region.swap(Slot(lay, "active", True), None)
             out = model(*inputs)

@@ -38,7 +38,7 @@ import numpy as np
 
 from .._checks import check_callable, match_eltype, name
 from ..errors import DimensionMismatch, describe
-from ..functors import is_array, is_layer, layer, modules, state_fields
+from ..functors import all_layers, is_array, is_layer, layer, state_fields
 from ..init import create_bias, glorot_uniform
 from ..nnlib.activations import sigmoid, sigmoid_fast, tanh, tanh_fast
 from ..random import resolve_key
@@ -508,7 +508,7 @@ _BUILTIN_CELLS = (RNNCell, LSTMCell, GRUCell, GRUv3Cell)
 
 
 def _has_state(cell: Any) -> bool:
-    return any(state_fields(m) for m in modules(cell))
+    return any(state_fields(m) for m in all_layers(cell))
 
 
 def _carry_like(step: Callable, x0: Any, state: Any) -> Any:
