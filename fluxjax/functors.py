@@ -297,25 +297,7 @@ def fmap(f: Callable[[Any], Any], x: Any, *, exclude: Callable[[Any], bool] | No
 def all_layers(x: Any) -> list[Any]:
     """Depth-first list of every layer in `x`, each once: layers only, no containers (the walk that
     `trainmode_`/`testmode_` and the recurrent layers use)."""
-    out, seen = [], set()
-
-    def go(v):
-        if is_layer(v):
-            if id(v) in seen:
-                return
-            seen.add(id(v))
-            out.append(v)
-            for e in v.__dict__.values():
-                go(e)
-        elif isinstance(v, (list, tuple)):
-            for e in v:
-                go(e)
-        elif isinstance(v, dict):
-            for e in v.values():
-                go(e)
-
-    go(x)
-    return out
+    return [v for v in modules(x) if is_layer(v)]
 
 
 def _leaflike(v) -> bool:
