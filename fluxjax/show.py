@@ -139,7 +139,7 @@ def _total(m) -> str:
     nbytes = sum(int(x.nbytes) for x in train + other)
     s = f"# Total: {len(train)} arrays, {n:,} parameters"
     if other:
-        s += f", plus {len(other)} non-trainable arrays with {sum(int(x.size) for x in other):,}"
+        s += f", plus {len(other)} non-trainable arrays with {sum(int(x.size) for x in other):,} parameters"
     return s + f", {nbytes:,} bytes."
 
 

@@ -134,7 +134,7 @@ def test_function_in_chain_and_non_trainable():
     assert repr(FB()) == "FB(W=float32[2, 2], b=float32[2])       # 4 parameters, plus 2 non-trainable"
     s = repr(Chain(FB(), Dense(2, 2)))
     assert "  FB(W=float32[2, 2], b=float32[2]),    # 4 parameters, plus 2 non-trainable\n" in s
-    assert s.endswith("# Total: 3 arrays, 10 parameters, plus 1 non-trainable arrays with 2, 48 bytes.")
+    assert s.endswith("# Total: 3 arrays, 10 parameters, plus 1 non-trainable arrays with 2 parameters, 48 bytes.")
 
 
 def test_user_layer_default_repr():
