@@ -18,6 +18,7 @@ from .._checks import as_array, check_callable, match_eltype, name
 from ..errors import DimensionMismatch, describe
 from ..functors import layer
 from ..init import ones32, zeros32
+from ..nnlib.dropout import dropout
 from ..random import resolve_key
 from ..state import is_active, layer_key, rebind
 from .basic import act_name, identity
@@ -308,15 +309,9 @@ class Dropout:
         x = as_array(self, x)
         if not is_active(self) or self.p == 0:
             return x
-        if not jnp.issubdtype(x.dtype, jnp.inexact):
-            x = x.astype(jnp.float32)  # Flux: dropout of integers gives floats
         if self.p == 1:
-            return jnp.zeros_like(x)
-        shape = x.shape if self.dims is None else tuple(
-            s if i in self.dims or i - x.ndim in self.dims else 1 for i, s in enumerate(x.shape)
-        )
-        keep = jax.random.bernoulli(layer_key(self), 1 - self.p, shape)
-        return jnp.where(keep, x / (1 - self.p), jnp.zeros((), x.dtype)).astype(x.dtype)
+            return dropout(x, 1.0)  # zeros (floats for integer input), without drawing a key
+        return dropout(layer_key(self), x, self.p, dims=self.dims)
 
     def _show(self):
         s = f"Dropout({self.p}"
