@@ -162,13 +162,14 @@ def guard_writes(keep) -> None:
 
 
 class _Entry:
-    __slots__ = ("compiled", "extra_slots", "extra_index", "out_tree", "current")
+    __slots__ = ("compiled", "extra_slots", "extra_index", "out_tree", "current", "effects")
 
     def __init__(self):
         self.extra_slots: list[Slot] = []
         self.extra_index: dict[tuple, int] = {}
         self.out_tree = None
         self.current = None
+        self.effects: bool | None = None  # whether the program has side effects (known once traced)
 
 
 def _covered(slot: Slot, before: Any, walked: set) -> bool:
@@ -176,6 +177,21 @@ def _covered(slot: Slot, before: Any, walked: set) -> bool:
     walked slots: the new value has the old structure and each of its arrays is in a walked slot."""
     leaves, treedef = jax.tree_util.tree_flatten(slot.get())
     return treedef == jax.tree_util.tree_structure(before) and all(id(v) in walked for v in leaves)
+
+
+def _forget_failed_tokens() -> None:
+    """Drop the effect tokens of a program that failed after dispatch. jax keeps the failed token as
+    the input of the next program with the same ordered effect, which would then fail with the old
+    error forever; a failure raised during dispatch leaves the previous token, so this restores that."""
+    from jax._src import dispatch  # no public API resets one effect's token
+
+    tokens = dispatch.runtime_tokens
+    for table in (tokens.current_tokens, tokens.output_runtime_tokens):
+        for k, tok in list(table.items()):
+            try:
+                tok.block_until_ready()
+            except Exception:
+                del table[k]
 
 
 class Jitted:
@@ -236,7 +252,17 @@ class Jitted:
                 entry = self._cache[w.signature] = self._make(self.fn, len(args))
         entry.current = (box, w)
         try:
+            if entry.effects is None:  # jax caches this trace: the call below does not trace again
+                entry.effects = bool(entry.compiled.trace(leaves).jaxpr.effects)
             out_leaves, changed, extra = entry.compiled(leaves)
+            if entry.effects:
+                # a host callback can fail after dispatch returns: its error must surface before
+                # anything is written back, not on some later read of the model
+                try:
+                    jax.block_until_ready((out_leaves, changed, extra))
+                except Exception:
+                    _forget_failed_tokens()
+                    raise
         finally:
             entry.current = None
         if _stack():
