@@ -18,12 +18,25 @@ an eager step) between calls is always seen.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
+import jax
+import numpy as np
+
+from ._access import Source, loader, storer
 from ._slots import _ARRAY, _NUMBER, Walk, _leaf_sig
 from .functors import _version
 
 _LEAF, _FLAT, _SAME = 0, 1, 2
+
+
+@functools.cache
+def _concrete() -> frozenset:
+    """The types of concrete arrays, checked before the slow `isinstance(x, jax.Array)` (made on the
+    first plan, when jax's backend is up: creating an array at import would start it too early)."""
+    return frozenset({type(jax.numpy.zeros(())), np.ndarray})
 _AN_ARRAY = object()  # stands for "some array" in a container's snapshot
 
 
@@ -46,6 +59,11 @@ def _same_items(c: list | dict, keys: tuple | None, refs: tuple) -> bool:
     return True
 
 
+def _is_kind(src: Source, a: str, sig: Any) -> str:
+    """The check that `a` is data of the kind `_leaf_sig` gave: an array (None), else its number type."""
+    return f"(type({a}) in _CONCRETE or isinstance({a}, _ARRAY))" if sig is None else f"type({a}) is {src.name(sig)}"
+
+
 def _is_data(v: Any) -> bool:
     return isinstance(v, _ARRAY) or isinstance(v, _NUMBER)
 
@@ -53,7 +71,7 @@ def _is_data(v: Any) -> bool:
 class Plan:
     """The reusable part of one walk of `box = [*args, {}]` (see the module docstring)."""
 
-    __slots__ = ("version", "box", "walk", "entry", "kinds", "containers", "owned")
+    __slots__ = ("version", "box", "walk", "entry", "kinds", "containers", "owned", "_check", "_load", "_stores")
 
     def __init__(self, box: list, w: Walk, entry: Any):
         self.version = _version[0]
@@ -72,12 +90,27 @@ class Plan:
         # containers that hold tuples the call itself rebuilds (optimiser states in a list)
         at = {id(c[0]): k for k, c in enumerate(self.containers)}
         self.owned = {i: at[id(s.owner)] for i, s in enumerate(w.slots) if s.attr is False and id(s.owner) in at}
+        self._check = self._checker()
+        self._load = loader(w.slots, entry.shared)
+        self._stores: dict[tuple, tuple] = {}
         w.leaves = []  # the walk is kept for its slots only; do not hold on to the first call's arrays
         self.release()
 
-    def written(self, changed: dict) -> None:
-        """After the call's own writes: containers whose items it rebuilt are snapshotted again."""
-        for k in {self.owned[i] for i in changed if i in self.owned}:
+    def store(self, changed: dict, commit: Callable | None = None) -> None:
+        """Write a call's outputs, `{(slot indices...): new array}`, into the slots (through `commit`
+        when given); containers whose items this rebuilt are snapshotted again."""
+        targets = tuple(changed)
+        hit = self._stores.get(targets)
+        if hit is None:
+            owned = {self.owned[i] for where in targets for i in where if i in self.owned}
+            hit = self._stores[targets] = (storer(self.walk.slots, targets), owned)
+        if commit is None:
+            hit[0](list(changed.values()))
+        else:
+            for where, v in changed.items():
+                for i in where:
+                    commit(self.walk.slots[i], v)
+        for k in hit[1]:
             c = self.containers[k][0]
             self.containers[k] = (c, *_snapshot(c))
 
@@ -88,25 +121,41 @@ class Plan:
                 self.box[i] = None
 
     def matches(self, args: tuple) -> bool:
-        if _version[0] != self.version or len(args) != len(self.kinds) or self.entry.current is not None:
-            return False
-        for a, k in zip(args, self.kinds):
-            kind = k[0]
-            if kind == _SAME:
-                if a is not k[1]:
-                    return False
-            elif kind == _LEAF:
-                if not _is_data(a) or _leaf_sig(a) != k[1]:
-                    return False
-            elif type(a) is not k[1] or len(a) != len(k[2]) or not all(
-                _is_data(e) and _leaf_sig(e) == s for e, s in zip(a, k[2])
-            ):
-                return False
-        return all(_same_items(*c) for c in self.containers)
+        return _version[0] == self.version and self.entry.current is None and self._check(args)
 
-    def load(self, args: tuple) -> list:
-        """Put `args` into the box and read every leaf through the slots."""
+    def _checker(self) -> Callable[[tuple], bool]:
+        """One generated expression for what `matches` checks: the arguments' kinds, and every
+        container's items, those the call rebuilds against their current snapshot."""
+        src = Source(_CONCRETE=_concrete())
+        conds = [f"len(a) == {len(self.kinds)}"]
+        for n, k in enumerate(self.kinds):
+            a = f"a[{n}]"
+            if k[0] == _SAME:
+                conds.append(f"{a} is {src.name(k[1])}")
+            elif k[0] == _LEAF:
+                conds.append(_is_kind(src, a, k[1]))
+            else:
+                conds.append(f"type({a}) is {src.name(k[1])} and len({a}) == {len(k[2])}")
+                conds += [_is_kind(src, f"{a}[{j}]", sig) for j, sig in enumerate(k[2])]
+        snapshots = src.name(self.containers)  # items that are not arrays: as in the latest snapshot
+        for n, (c, keys, refs) in enumerate(self.containers):
+            cn = src.name(c)
+            conds.append(f"len({cn}) == {len(refs)}")
+            if keys is not None:
+                conds.append(f"tuple({cn}) == {src.name(keys)}")
+                items = [f"{cn}[{src.literal(k)}]" for k in keys]
+            else:
+                items = [f"{cn}[{i}]" for i in range(len(refs))]
+            conds += [
+                _is_kind(src, e, None) if r is _AN_ARRAY else f"{e} is {snapshots}[{n}][2][{i}]"
+                for i, (e, r) in enumerate(zip(items, refs))
+            ]
+        return src.compile("def check(a):\n    return (" + "\n            and ".join(conds) + ")\n", "check")
+
+    def load(self, args: tuple) -> list | None:
+        """Put `args` into the box and read the compiled program's inputs through the slots (None
+        when slots it takes as one input no longer hold one array)."""
         box = self.box
         for i, a in enumerate(args):
             box[i] = a
-        return [s.get() for s in self.walk.slots]
+        return self._load()

@@ -87,10 +87,10 @@ class Slot:
         self._set_base(_replace(self.get_base(), self.path, value))
 
 
-def set_many(slots: list[Slot], values: dict[int, Any]) -> None:
-    """`slots[i].set(v)` for every `i, v` in `values`, rebuilding each tuple-valued field once."""
+def set_many(slots: list[Slot], values: list[tuple[int, Any]]) -> None:
+    """`slots[i].set(v)` for every `(i, v)` in `values`, rebuilding each tuple-valued field once."""
     groups: dict[tuple, list] = {}
-    for i, v in values.items():
+    for i, v in values:
         s = slots[i]
         if s.path:
             groups.setdefault((id(s.owner), s.key), [s]).append((s.path, v))

@@ -17,6 +17,7 @@ from typing import Any
 import jax
 
 from ._plan import Plan
+from ._sharing import once, sharing
 from ._slots import PARAM, STATE, Slot, set_many, walk
 from .functors import all_layers, bump, is_float_array
 
@@ -152,9 +153,10 @@ def guard_writes(keep) -> None:
     """In the innermost region, make every write so far conditional: where `keep` is False the
     slots get their original values back (used by `train_` to skip a non-finite step inside jit)."""
     region = _stack()[-1]
-    for ident, slot in region.written.items():
-        old, new = region.before[ident], slot.get()
-        slot.set(jax.tree_util.tree_map(lambda a, b: a if a is b else jax.numpy.where(keep, a, b), new, old))
+    with sharing():  # values the slots shared stay shared
+        for ident, slot in region.written.items():
+            old, new = region.before[ident], slot.get()
+            slot.set(jax.tree_util.tree_map(lambda a, b: a if a is b else once(jax.numpy.where, keep, a, b), new, old))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -162,14 +164,36 @@ def guard_writes(keep) -> None:
 
 
 class _Entry:
-    __slots__ = ("compiled", "extra_slots", "extra_index", "out_tree", "current", "effects")
+    __slots__ = ("compiled", "extra_slots", "extra_index", "out_tree", "current", "effects", "shared")
 
-    def __init__(self):
+    def __init__(self, shared: tuple | None):
         self.extra_slots: list[Slot] = []
         self.extra_index: dict[tuple, int] = {}
         self.out_tree = None
         self.current = None
         self.effects: bool | None = None  # whether the program has side effects (known once traced)
+        self.shared = shared  # see _sharing_pattern
+
+
+def _sharing_pattern(leaves: list) -> tuple | None:
+    """Which leaves are the very same jax array (optimiser leaves share their `βt` and
+    hyperparameters, see fluxjax/_sharing.py): for each leaf, its position among the distinct ones,
+    or None when no two are the same. The compiled program takes each distinct array once and returns
+    one output where several slots are rebound to one new array, so it is cached by this too."""
+    first: dict[int, int] = {}
+    pos = [first.setdefault(id(v), len(first)) if isinstance(v, jax.Array) else first.setdefault(("slot", i), len(first))
+           for i, v in enumerate(leaves)]
+    return tuple(pos) if len(first) < len(leaves) else None
+
+
+def _distinct(leaves: list, shared: tuple | None) -> list:
+    """The compiled program's inputs: each distinct array of `leaves` once (see `_sharing_pattern`)."""
+    if shared is None:
+        return leaves
+    out = [None] * (max(shared) + 1)
+    for v, p in zip(leaves, shared):
+        out[p] = v
+    return out
 
 
 def _covered(slot: Slot, before: Any, walked: set) -> bool:
@@ -205,22 +229,25 @@ class Jitted:
         self.__wrapped__ = fn
         self.__doc__ = getattr(fn, "__doc__", None)
 
-    def _make(self, fn, n_args) -> _Entry:
-        entry = _Entry()
+    def _make(self, fn, n_args, shared) -> _Entry:
+        entry = _Entry(shared)
 
         def pure(leaves):
             box, w = entry.current
+            xs = leaves if shared is None else [leaves[p] for p in shared]
             with Region() as region:
-                for slot, x in zip(w.slots, leaves):
+                for slot, x in zip(w.slots, xs):
                     region.swap(slot, x)
                 out = fn(*box[:n_args], **box[n_args])
-                changed = {}
+                # one output for each new value, keyed by the slots it goes to
+                new: dict[int, tuple[Any, list[int]]] = {}
                 now = set()
                 for i, slot in enumerate(w.slots):
                     v = slot.get()
                     now.add(id(v))
-                    if v is not leaves[i]:
-                        changed[i] = v
+                    if v is not xs[i]:
+                        new.setdefault(id(v), (v, []))[1].append(i)
+                changed = {tuple(where): v for v, where in new.values()}
                 idents = {s.ident() for s in w.slots}
                 extra = {}
                 for ident, slot in region.written.items():
@@ -239,17 +266,23 @@ class Jitted:
 
     def __call__(self, *args, **kwargs):
         plan = self._plan
+        leaves = None
         if plan is not None and not kwargs and plan.matches(args):
+            leaves = plan.load(args)  # None when arrays the program takes as one are no longer one
+            if leaves is None:
+                plan.release()
+        if leaves is not None:
             box, w, entry = plan.box, plan.walk, plan.entry
-            leaves = plan.load(args)
         else:
             plan = None
             box = [*args, kwargs]
             w = walk(box)
-            leaves = w.leaves
-            entry = self._cache.get(w.signature)
+            shared = _sharing_pattern(w.leaves)
+            key = (w.signature, shared)
+            entry = self._cache.get(key)
             if entry is None:
-                entry = self._cache[w.signature] = self._make(self.fn, len(args))
+                entry = self._cache[key] = self._make(self.fn, len(args), shared)
+            leaves = _distinct(w.leaves, shared)
         entry.current = (box, w)
         try:
             if entry.effects is None:  # jax caches this trace: the call below does not trace again
@@ -265,15 +298,17 @@ class Jitted:
                     raise
         finally:
             entry.current = None
-        if _stack():
-            for i, v in changed.items():
-                commit(w.slots[i], v)
+        if plan is not None:
+            plan.store(changed, commit if _stack() else None)
+        elif _stack():
+            for where, v in changed.items():
+                for i in where:
+                    commit(w.slots[i], v)
         else:
-            set_many(w.slots, changed)
+            set_many(w.slots, [(i, v) for where, v in changed.items() for i in where])
         for k, v in extra.items():
             commit(entry.extra_slots[k], v)
         if plan is not None:
-            plan.written(changed)
             plan.release()
         elif not kwargs and w.reusable:
             self._plan = Plan(box, w, entry)

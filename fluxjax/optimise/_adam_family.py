@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from .._sharing import once
 from ._rule_base import Rule, _pop_lambda
 
 __all__ = ["Adam", "AdamW", "RAdam", "AdaMax", "OAdam", "AMSGrad", "NAdam", "AdaBelief", "Lion"]
@@ -34,8 +35,16 @@ def _moments(h: dict, g: jax.Array, mt: jax.Array, vt: jax.Array) -> tuple[jax.A
 
 def _next_bt(h: dict, bt: jax.Array) -> jax.Array:
     # Optimisers.jl keeps βt as a tuple; one array of two holds the same numbers in one buffer, which
-    # halves what a compiled step passes in and out for it.
-    return bt * jnp.stack(h["beta"])
+    # halves what a compiled step passes in and out for it. Leaves stepped together share it (`once`).
+    return once(_times_beta, bt, *h["beta"])
+
+
+def _times_beta(bt: jax.Array, b1: jax.Array, b2: jax.Array) -> jax.Array:
+    return bt * jnp.stack([b1, b2])
+
+
+def _initial_bt(b1: float, b2: float, dtype: Any) -> jax.Array:
+    return jnp.asarray([b1, b2], dtype)
 
 
 class _AdamLike(Rule):
@@ -45,7 +54,7 @@ class _AdamLike(Rule):
 
     def _init_leaf(self, x: jax.Array) -> tuple:
         b1, b2 = self._hp["beta"]
-        return jnp.zeros_like(x), jnp.zeros_like(x), jnp.asarray([b1, b2], x.dtype)
+        return jnp.zeros_like(x), jnp.zeros_like(x), once(_initial_bt, b1, b2, x.dtype)
 
 
 class Adam(_AdamLike):
@@ -111,6 +120,14 @@ class RAdamState(NamedTuple):
     hyper: dict
 
 
+def _first_step() -> jax.Array:
+    return jnp.ones((), jnp.int32)
+
+
+def _next_step(t: jax.Array) -> jax.Array:
+    return t + 1
+
+
 class RAdam(_AdamLike):
     """``RAdam(eta=0.001, beta=(0.9, 0.999), epsilon=1e-8)``: rectified Adam.
 
@@ -126,10 +143,10 @@ class RAdam(_AdamLike):
         return cls._create(eta=eta, beta=beta, epsilon=epsilon)
 
     def _init_shared(self) -> tuple:
-        return (jnp.ones((), jnp.int32),)
+        return (once(_first_step),)
 
     def _step_shared(self, hyper: dict, shared: tuple) -> tuple:
-        return (shared[0] + 1,)
+        return (once(_next_step, shared[0]),)
 
     def _step_leaf(self, h: dict, shared: tuple, g: jax.Array, x: Any, mt: Any, vt: Any, bt: jax.Array) -> tuple:
         eta, b2, eps = h["eta"], h["beta"][1], h["epsilon"]

@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from .._sharing import once
 from ._rule_base import DeltaUpdate, PyTree, Rule, _is_none, _or, _tree_select, _zeros_where
 
 __all__ = ["OptimiserChain", "AccumGrad"]
@@ -136,16 +137,16 @@ class AccumGrad(Rule):
         return {k: int(v) for k, v in hp.items()}
 
     def _make_hyper(self, params: PyTree) -> dict:
-        return {"n": jnp.asarray(self._hp["n"], jnp.int32)}
+        return {"n": once(_int32, self._hp["n"])}
 
     def _delta_init(self, params: PyTree) -> PyTree:
         acc = jax.tree.map(lambda x: None if x is None else jnp.zeros_like(x), params, is_leaf=_is_none)
-        return AccumGradState(acc, jnp.ones((), jnp.int32), self._make_hyper(params))
+        return AccumGradState(acc, once(_int32, 1), self._make_hyper(params))
 
     def _delta_update(self, dx: PyTree, state: PyTree, params: PyTree = None, **extra: Any) -> DeltaUpdate:
         acc, counter, hyper = state
         n = hyper["n"]
-        first = counter == 1
+        first, skip, counter = once(_clock, counter, n)
 
         def step(a: Any, g: Any) -> Any:
             if g is None:
@@ -154,8 +155,16 @@ class AccumGrad(Rule):
             return jnp.where(first, g, a + g)
 
         acc = jax.tree.map(step, acc, dx, is_leaf=_is_none)
-        fire = counter >= n
         delta = jax.tree.map(lambda a, g: None if g is None else a, acc, dx, is_leaf=_is_none)
-        delta = _zeros_where(jnp.logical_not(fire), delta)
-        counter = jnp.where(fire, jnp.ones_like(counter), counter + 1)
-        return delta, AccumGradState(acc, counter, hyper), jnp.logical_not(fire)
+        delta = _zeros_where(skip, delta)
+        return delta, AccumGradState(acc, counter, hyper), skip
+
+
+def _int32(v: int) -> jax.Array:
+    return jnp.asarray(v, jnp.int32)
+
+
+def _clock(counter: jax.Array, n: jax.Array) -> tuple:
+    """(first step of the cycle, not a firing step, the next counter) of an AccumGrad."""
+    fire = counter >= n
+    return counter == 1, jnp.logical_not(fire), jnp.where(fire, jnp.ones_like(counter), counter + 1)

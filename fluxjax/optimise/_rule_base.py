@@ -39,6 +39,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from .._sharing import once
+
 __all__ = ["Rule", "LeafState", "DeltaUpdate"]
 
 PyTree = Any
@@ -95,9 +97,15 @@ def _for_state(x: Any) -> jax.Array:
     return x.astype(_compute_dtype(_float_dtype(x)))
 
 
-def _scalar(v: Any, dtype: Any) -> Any:
+def _scalar(v: Any, dtype: Any, name: Any = None) -> Any:
+    """`v` (a number or a pair) as 0-d arrays of `dtype`; within a `sharing()` scope, one array for
+    every leaf that holds hyperparameter `name` at this value."""
     if isinstance(v, tuple):
-        return tuple(_scalar(u, dtype) for u in v)
+        return tuple(_scalar(u, dtype, (name, i)) for i, u in enumerate(v))
+    return once(_constant, name, v, jnp.dtype(dtype))
+
+
+def _constant(name: Any, v: Any, dtype: Any) -> jax.Array:
     return jnp.asarray(v, dtype)
 
 
@@ -244,7 +252,7 @@ class Rule(optax.GradientTransformationExtraArgs):
         for k, v in checked.items():
             old = hyper[k]
             dt = (old[0] if isinstance(old, tuple) else old).dtype
-            hyper[k] = _scalar(v, dt)
+            hyper[k] = _scalar(v, dt, k)
         return state._replace(hyper=hyper)
 
     # -- optax interface ---------------------------------------------------------------------
@@ -261,7 +269,7 @@ class Rule(optax.GradientTransformationExtraArgs):
     # -- Δ-convention core (overridden by composites) --------------------------------------------
     def _make_hyper(self, params: PyTree) -> dict:
         dt = _hyper_dtype(params)
-        return {k: _scalar(self._hp[k], dt) for k in self._dynamic}
+        return {k: _scalar(self._hp[k], dt, k) for k in self._dynamic}
 
     def _init_shared(self) -> tuple:
         return ()
@@ -321,7 +329,9 @@ class Rule(optax.GradientTransformationExtraArgs):
 
 
 def _tree_select(pred: Any, on_true: PyTree, on_false: PyTree) -> PyTree:
-    return jax.tree.map(lambda a, b: jnp.where(pred, a, b), on_true, on_false)
+    """`where(pred, on_true, on_false)` leaf by leaf; a leaf that is the same in both stays itself, and
+    shared leaves stay shared (`once`)."""
+    return jax.tree.map(lambda a, b: a if a is b else once(jnp.where, pred, a, b), on_true, on_false)
 
 
 def _zeros_where(pred: Any, tree: PyTree) -> PyTree:

@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from .._sharing import sharing
 from .._slots import Slot
 from ..functors import is_array, is_float_array, is_layer, layer, trainable
 from ..state import commit, rebind
@@ -81,7 +82,8 @@ def setup(rule: optax.GradientTransformation, model: Any) -> Any:
             return {k: build(e) for k, e in v.items()}
         return None
 
-    tree = build(model)
+    with sharing():  # leaves set up together hold one βt, one array per hyperparameter
+        tree = build(model)
     if not leaves:
         warnings.warn(f"setup: model has no trainable parameters: {type(model).__name__}", stacklevel=2)
     return tree
@@ -215,8 +217,10 @@ def update_(opt_state: Any, model: Any, grads: Any) -> tuple[Any, Any]:
         raise TypeError(
             "update_: grads is a 1-tuple, as gradient() returns; you probably want grads[0]"
         )
-    # every rule runs before anything is rebound, so a rule that raises leaves the model as it was
-    steps = [(leaf, *_new_values(leaf, x, g), slots) for leaf, x, g, slots in _collect(opt_state, model, grads)]
+    # every rule runs before anything is rebound, so a rule that raises leaves the model as it was;
+    # leaves stepped together keep sharing their step counters (see fluxjax/_sharing.py)
+    with sharing():
+        steps = [(leaf, *_new_values(leaf, x, g), slots) for leaf, x, g, slots in _collect(opt_state, model, grads)]
     roots: dict[tuple, Any] = {}
     for step in steps:
         _apply(*step, roots)
@@ -274,13 +278,16 @@ def adjust_(opt_state: Any, eta: float | None = None, **kw) -> Any:
     `adjust_(opt_state, 0.001)` or `adjust_(opt_state, beta=(0.8, 0.99))`; acts on a subtree too."""
     if is_layer(opt_state) and not isinstance(opt_state, Leaf) or is_array(opt_state):
         raise TypeError("adjust_ acts on the optimiser state from setup(), not on the model")
-    for leaf in _leaves(opt_state, "adjust_"):
-        rule = leaf.rule
-        if not hasattr(rule, "adjust"):
-            raise TypeError(f"adjust_: {type(rule).__name__} is a plain optax transformation; it has no hyperparameters to adjust")
-        args = () if eta is None else (eta,)
-        leaf.state = rule.adjust_state(leaf.state, *args, **kw)
-        leaf.rule = rule.adjust(*args, **kw)
+    with sharing():
+        for leaf in _leaves(opt_state, "adjust_"):
+            rule = leaf.rule
+            if not hasattr(rule, "adjust"):
+                raise TypeError(
+                    f"adjust_: {type(rule).__name__} is a plain optax transformation; it has no hyperparameters to adjust"
+                )
+            args = () if eta is None else (eta,)
+            leaf.state = rule.adjust_state(leaf.state, *args, **kw)
+            leaf.rule = rule.adjust(*args, **kw)
     return opt_state
 
 
@@ -322,7 +329,8 @@ class ImplicitState:
 
     def __init__(self, rule, ps: Params):
         self.rule = rule
-        self.states = [rule.init(x) for x in ps]
+        with sharing():
+            self.states = [rule.init(x) for x in ps]
 
 
 def _implicit_holder(rule, ps: Params) -> ImplicitState:
@@ -335,11 +343,12 @@ def _implicit_holder(rule, ps: Params) -> ImplicitState:
 
 def implicit_update_(holder: ImplicitState, ps: Params, gs: Grads) -> None:
     rule = holder.rule
-    for i, (e, g) in enumerate(zip(ps._entries, gs)):
-        if g is None:
-            continue
-        x = e.value()
-        upd, new = rule.update(jnp.asarray(g).astype(x.dtype), holder.states[i], x)
-        commit(Slot(holder.states, i, False), new)
-        e.set((x + upd).astype(x.dtype))
+    with sharing():
+        for i, (e, g) in enumerate(zip(ps._entries, gs)):
+            if g is None:
+                continue
+            x = e.value()
+            upd, new = rule.update(jnp.asarray(g).astype(x.dtype), holder.states[i], x)
+            commit(Slot(holder.states, i, False), new)
+            e.set((x + upd).astype(x.dtype))
 

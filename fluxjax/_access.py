@@ -1,0 +1,117 @@
+"""Straight-line code that reads and rebinds a walk's slots, for `fluxjax.jit`'s every call.
+
+Going through `Slot.get`/`Slot.set` costs about 0.3 µs a slot; a tiny model and its Adam state have
+dozens, which is as long as the compiled step itself. So a `Plan` generates, once, a function that
+reads every slot with one expression each (`o3.__dict__['weight']`, `o5.__dict__['state'][2]`), and
+for each set of slots a compiled program rebinds, a function that writes them, rebuilding each
+tuple-valued field once. Slots inside opaque pytree nodes go through their `Slot`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ._slots import _ARRAY, Slot
+
+
+class Source:
+    """The names a generated function reads: each object once, and constants that have no literal."""
+
+    def __init__(self, **env: Any):
+        self.env: dict[str, Any] = {"_new": tuple.__new__, "_ARRAY": _ARRAY, **env}
+        self._owners: dict[int, str] = {}
+
+    def name(self, obj: Any, prefix: str = "c") -> str:
+        k = self._owners.get(id(obj))
+        if k is None:
+            k = self._owners[id(obj)] = f"{prefix}{len(self._owners)}"
+            self.env[k] = obj
+        return k
+
+    def literal(self, v: Any) -> str:
+        if type(v) in (str, int):
+            return repr(v)
+        return self.name(v, "k")
+
+    def base(self, s: Slot) -> str:
+        """The expression for the slot's field or item, before its path."""
+        o = self.name(s.owner, "o")
+        if s.attr is True:
+            return f"{o}.__dict__[{self.literal(s.key)}]"
+        if s.attr is False:
+            return f"{o}[{self.literal(s.key)}]"
+        return f"{o}.cell_contents"
+
+    def compile(self, src: str, fn: str) -> Callable:
+        exec(src, self.env)  # noqa: S102 - the source is built above from literals and names only
+        return self.env[fn]
+
+
+def _plain(s: Slot) -> bool:
+    return all(type(p) is int for p in s.path)
+
+
+def loader(slots: Sequence[Slot], shared: Sequence[int] | None = None) -> Callable[[], list | None]:
+    """A function returning `[s.get() for s in slots]`; with `shared` (each slot's position among the
+    distinct arrays, see `fluxjax.state._sharing_pattern`), the distinct arrays, or None when slots
+    that shared an array no longer do."""
+    src = Source()
+    exprs = [src.base(s) + "".join(f"[{p}]" for p in s.path) if _plain(s) else f"{src.name(s, 's')}.get()" for s in slots]
+    if shared is None:
+        return src.compile(f"def load():\n    return [{', '.join(exprs)}]\n", "load")
+    lines, same = [], []
+    for e, p in zip(exprs, shared):
+        if p == len(lines):
+            lines.append(f"    u{p} = {e}")
+        else:
+            same.append(f"{e} is u{p}")
+    lines.append(f"    if not ({' and '.join(same)}):\n        return None")
+    lines.append(f"    return [{', '.join(f'u{p}' for p in range(len(lines) - 1))}]")
+    return src.compile("def load():\n" + "\n".join(lines) + "\n", "load")
+
+
+def storer(slots: Sequence[Slot], targets: Sequence[Sequence[int]]) -> Callable[[list], None]:
+    """A function `store(values)` doing `slots[i].set(values[j])` for every `i` in `targets[j]`; the
+    values are arrays, so no structure changes (the structure version stays as it is). A tuple-valued
+    field is rebuilt as the type and length it has now, which only a structure change can alter."""
+    src = Source()
+    lines: list[str] = []
+    fields: dict[tuple, tuple[Slot, list]] = {}  # a tuple-valued field -> its slot, (path, value) pairs
+    for j, where in enumerate(targets):
+        for i in where:
+            s = slots[i]
+            if not s.path:
+                lines.append(f"    {src.base(s)} = v[{j}]")
+            elif _plain(s):
+                fields.setdefault((id(s.owner), s.key), (s, []))[1].append((s.path, f"v[{j}]"))
+            else:
+                lines.append(f"    {src.name(s, 's')}.set(v[{j}])")
+    for n, (s, items) in enumerate(fields.values()):
+        lines.append(f"    b{n} = {src.base(s)}")
+        lines.append(f"    {src.base(s)} = {_rebuilt(src, f'b{n}', s.get_base(), items)}")
+    return src.compile("def store(v):\n" + ("\n".join(lines) or "    pass") + "\n", "store")
+
+
+def _rebuilt(src: Source, expr: str, value: tuple, items: list) -> str:
+    """The expression for tuple `expr` (now `value`) with the `(path, value expression)` items put in."""
+    direct = {p[0]: v for p, v in items if len(p) == 1}
+    nested: dict[int, list] = {}
+    for p, v in items:
+        if len(p) > 1:
+            nested.setdefault(p[0], []).append((p[1:], v))
+    parts = []
+    for i in range(len(value)):
+        if i in direct:
+            parts.append(direct[i])
+        elif i in nested:
+            parts.append(_rebuilt(src, f"{expr}[{i}]", value[i], nested[i]))
+        else:
+            parts.append(f"{expr}[{i}]")
+    t = type(value)
+    body = f"({', '.join(parts)},)"
+    if t is tuple:
+        return body
+    if hasattr(t, "_fields"):  # a NamedTuple: its __new__ only names the positions
+        return f"_new({src.name(t, 't')}, {body})"
+    return f"{src.name(t, 't')}({body})"
