@@ -8,8 +8,10 @@ import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 import optax
+from jax.sharding import NamedSharding, PartitionSpec, SingleDeviceSharding
 
 from ..state import Region, commit, guard_writes
 from ..state import jit as _jit
@@ -78,7 +80,9 @@ def train_(loss: Callable, model: Any, data: Iterable, opt_state: Any, *, jit: b
     `loss(model, d)`), differentiates it with respect to `model` (the loss may return `(loss, aux...)`),
     and applies `update_`. The implicit Flux 0.13 form `train_(loss, params(m), data, rule)` calls
     `loss(*d)`. Steps are compiled with `fluxjax.jit` (`jit=False` runs them eagerly). A NaN or Inf loss
-    raises `NonFiniteLoss` naming the data index, with the model as it was before that step. A progress
+    raises `NonFiniteLoss` naming the data index, with the model as it was before that step (compiled, the
+    host reads the losses once every `CHECK_EVERY` steps, so up to that many more batches may have been
+    drawn from `data`, and skipped, before it raises). A progress
     bar (tqdm, if installed) shows on long loops at a terminal. `mesh=` (a `jax.sharding.Mesh`) runs every
     step on all its devices: see `fluxjax.parallel` (model and state replicated unless `shard_` placed
     them, each batch split along its last axis over the mesh's "data" axis).
@@ -106,17 +110,44 @@ def train_(loss: Callable, model: Any, data: Iterable, opt_state: Any, *, jit: b
         for i, d in enumerate(_progress(data, progress)):
             _step(loss, model, opt_state, d, lambda lval, i=i: _check(lval, i))
         return
-    # Each compiled step is dispatched before the previous loss is read, so the host never waits for
-    # the device between steps. A non-finite loss turns `ok` off, and every later step then leaves the
-    # model alone, so raising one step late still leaves the model as it was before the bad step.
-    ok, pending = jnp.asarray(True), None
+    # The host does not wait for the device between steps: a non-finite loss turns `ok` off, and every
+    # later step then leaves the model alone, so `ok` is read once per window of steps, and only when
+    # it is off are the window's losses read to name the first bad one. The error comes at most a
+    # window late, with the model as it was before the bad step.
+    ok, window, start = None, [], 0
     for i, d in enumerate(_progress(data, progress)):
+        if ok is None:
+            ok = _flag(d, model)
         lval, ok = _compiled(loss, model, sources, opt_state, d, ok)
-        if pending is not None:
-            _check(*pending)
-        pending = (lval, i)
-    if pending is not None:
-        _check(*pending)
+        window.append(lval)
+        if len(window) == CHECK_EVERY:
+            _check_window(window, start, ok)
+            window, start = [], i + 1
+    _check_window(window, start, ok)
+
+
+def _flag(*trees) -> jax.Array:
+    """`True` placed as the compiled step's `ok` output will be: committed to the devices of the first
+    committed array among the batch and the model, so that the first step and the rest share one
+    compiled program (jax compiles committed and uncommitted arguments separately)."""
+    for x in jax.tree_util.tree_leaves(trees):
+        if isinstance(x, jax.Array) and x.committed:
+            s = x.sharding
+            if isinstance(s, NamedSharding):
+                return jax.device_put(True, NamedSharding(s.mesh, PartitionSpec()))
+            if isinstance(s, SingleDeviceSharding):
+                return jax.device_put(True, s)
+            break
+    return jnp.asarray(True)
+
+
+CHECK_EVERY = 32  # compiled steps between two reads of `ok` (each read waits for the device)
+
+
+def _check_window(losses: list, start: int, ok) -> None:
+    if losses and not bool(ok):
+        for k, lval in enumerate(losses):
+            _check(lval, start + k)
 
 
 def _check(lval, i: int) -> None:

@@ -178,6 +178,28 @@ def test_train_stops_on_nan_without_corrupting(jit):
     np.testing.assert_allclose(m.weight[0, 0], -5.0, rtol=1e-5)
 
 
+@pytest.mark.parametrize("bad", [0, 31, 32, 70, 99])
+def test_compiled_train_reads_losses_per_window_and_names_the_first_bad_one(bad):
+    """Compiled, `train_` reads `ok` once every CHECK_EVERY steps; the error still names the first
+    non-finite loss, the steps after it are skipped, and at most a window of extra batches is drawn."""
+    from fluxjax.optimise import train as train_module
+
+    n = train_module.CHECK_EVERY
+    m = Flux.Dense(jnp.zeros((1, 1)), False)
+    loss = lambda m, i: jnp.where(i >= bad, jnp.nan, 1.0) * jnp.sum(m(jnp.ones(1)))
+    drawn = []
+
+    def data():
+        for i in range(100):
+            drawn.append(i)
+            yield (jnp.asarray(i),)
+
+    with pytest.raises(NonFiniteLoss, match=f"data index {bad} "):
+        train_(loss, m, data(), setup(Descent(0.1), m))
+    np.testing.assert_allclose(m.weight[0, 0], -0.1 * bad, rtol=1e-5, atol=1e-6)
+    assert bad < len(drawn) <= min(100, (bad // n + 1) * n)
+
+
 def test_train_with_aux_output():
     m = _mlp()
     st = setup(Descent(0.1), m)
