@@ -14,15 +14,19 @@ _key = None
 def seed_(n: int) -> None:
     """Reset the global default key to `PRNGKey(n)` (Flux's `Random.seed!(n)`)."""
     global _key
-    _key = jax.random.PRNGKey(n)
+    with jax.ensure_compile_time_eval():  # a concrete key, also when called inside a transformation
+        _key = jax.random.PRNGKey(n)
 
 
 def next_key() -> jax.Array:
-    """Split the global key and return a fresh subkey. Used eagerly (at construction time)."""
+    """Split the global key and return a fresh subkey. Used eagerly (at construction time); under a
+    transformation the split still happens now, on concrete keys, so no tracer reaches the global key
+    (the subkey is then a constant of the traced program)."""
     global _key
-    if _key is None:
-        seed_(0)
-    _key, sub = jax.random.split(_key)
+    with jax.ensure_compile_time_eval():
+        if _key is None:
+            seed_(0)
+        _key, sub = jax.random.split(_key)
     return sub
 
 

@@ -48,10 +48,24 @@ def sigmoid(x: ArrayLike) -> jax.Array:
 
 
 def sigmoid_fast(x: ArrayLike) -> jax.Array:
-    """`sigmoid` clamped as NNlib's `sigmoid_fast`: exactly 1 for `x > 40` and 0 for `x < -80`."""
-    x = _float(x)
-    y = jax.nn.sigmoid(x)
-    return jnp.where(x > 40, jnp.ones_like(y), jnp.where(x < -80, jnp.zeros_like(y), y))
+    """`sigmoid` clamped as NNlib's `sigmoid_fast`: exactly 1 for `x > 40` and 0 for `x < -80` (plain
+    `sigmoid` for Float16, as NNlib); derivative `y * (1 - y)` of the output, as NNlib's rule."""
+    return _sigmoid_fast(_float(x))
+
+
+@jax.custom_jvp
+def _sigmoid_fast(x: jax.Array) -> jax.Array:
+    y = jax.nn.sigmoid(x)  # already exactly 1 for x > 40 in every float type
+    if x.dtype == jnp.float16:
+        return y
+    return jnp.where(x < -80, jnp.zeros_like(y), y)
+
+
+@_sigmoid_fast.defjvp
+def _sigmoid_fast_jvp(primals, tangents):
+    (x,), (t,) = primals, tangents
+    y = _sigmoid_fast(x)
+    return y, y * (1 - y) * t
 
 
 def hardsigmoid(x: ArrayLike) -> jax.Array:

@@ -245,8 +245,14 @@ def test_rrelu():
     assert not np.array_equal(y, y_other)
     np.testing.assert_array_equal(y01, [0.0, 1.0])
     assert ((z >= -1) & (z <= 0)).all()
-    # Without a key it draws from fluxjax's global RNG.
+    # Without a key it draws from fluxjax's global RNG, at trace time: the global key stays concrete.
     assert jax.eval_shape(nn.rrelu, jax.ShapeDtypeStruct((3,), jnp.bfloat16)).dtype == jnp.bfloat16
+    from fluxjax import random as global_rng
+
+    a = jax.jit(lambda x: nn.rrelu(x))(-jnp.ones(4))
+    assert not isinstance(global_rng._key, jax.core.Tracer)
+    assert ((a >= -1 / 3) & (a <= -1 / 8)).all()
+    assert not np.array_equal(nn.rrelu(-jnp.ones(4)), nn.rrelu(-jnp.ones(4)))  # the global key moves on
 
 
 def _run_keys(f):
