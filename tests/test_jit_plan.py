@@ -240,3 +240,28 @@ def test_implicit_train_reuses_the_walk(walks):
     Flux.train_(loss, ps, [(x, y)] * 2, rule)
     Flux.train_(loss, ps, [(x, y)] * 2, rule)
     assert walks[0] == 1
+
+
+def test_an_optimiser_dict_edited_in_place_is_seen(walks):
+    """The generated checks and reads notice a hyperparameter dict changed in place: a new array
+    (which also ends its sharing with the other leaves), and a new tuple in it (not an array)."""
+    m, ref = _pair()
+    o, oref = Flux.setup(Flux.Adam(0.01), m), Flux.setup(Flux.Adam(0.01), ref)
+    x, y = _data()
+
+    def run(step, model, opt):
+        step(model, opt, x, y)
+        opt.layers[0].weight.state.hyper["eta"] = jnp.asarray(0.5, jnp.float32)
+        step(model, opt, x, y)
+        step(model, opt, x, y)
+        n = walks[0]
+        hyper = opt.layers[1].bias.state.hyper
+        hyper["beta"] = (jnp.asarray(0.8, jnp.float32), hyper["beta"][1])
+        step(model, opt, x, y)
+        return n
+
+    assert run(_step, m, o) == 2  # the first call, then the call after the array was replaced
+    assert walks[0] == 3
+    run(_eager_step, ref, oref)
+    _assert_same(m, ref)
+    _assert_same(o, oref)
