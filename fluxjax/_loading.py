@@ -152,10 +152,12 @@ class _Plan:
 
     def __init__(self, keep: Callable[[Any], bool] | None = None):
         self.keep = keep
-        self.values: dict[int, tuple[Any, tuple, Any]] = {}  # id(dst array) -> (new value, path, dst)
-        self.writes: list[tuple[Slot, int]] = []
+        self.values: dict[Any, tuple[Any, tuple, Any]] = {}  # id(dst array) -> (new value, path, dst)
+        self.writes: list[tuple[Slot, Any]] = []
+        self.untied = 0  # > 0 inside a field whose arrays are shared for speed, not tied (`Leaf.state`)
 
     def commit(self) -> None:
+        self._reshare()
         if not _stack():
             for v, path, _ in self.values.values():
                 if isinstance(v, jax.core.Tracer):
@@ -163,6 +165,20 @@ class _Plan:
                                        "fluxjax.jit / fluxjax.gradient, not under a plain jax transformation")
         for slot, ident in self.writes:
             commit(slot, self.values[ident][0], what="loadmodel_")
+
+    def _reshare(self) -> None:
+        """Arrays an optimiser state shared (fluxjax/_sharing.py) are loaded one path at a time; where
+        the loaded values agree, they share one array again, so a compiled step keeps its shape."""
+        groups: dict[int, list] = {}
+        for ident in self.values:
+            if isinstance(ident, tuple):
+                groups.setdefault(ident[0], []).append(ident)
+        for idents in groups.values():
+            first = self.values[idents[0]][0]
+            for k in idents[1:]:
+                new, path, dst = self.values[k]
+                if not isinstance(new, jax.core.Tracer) and not isinstance(first, jax.core.Tracer) and _same(first, new):
+                    self.values[k] = (first, path, dst)
 
 
 def _child_slot(slot: Slot | None, container: Any, key: Any, kind: str) -> Slot | None:
@@ -225,7 +241,7 @@ def _all_zero(a: Any) -> bool:
 
 
 def _leaf(plan: _Plan, dst: Any, src: Any, path: tuple, slot: Slot | None) -> None:
-    ident = id(dst)
+    ident = (id(dst), path) if plan.untied else id(dst)
     here = show_path(path)
     if isinstance(src, (bool, np.bool_)):
         if src:
@@ -300,8 +316,11 @@ def _plan(plan: _Plan, dst: Any, src: Any, path: tuple, slot: Slot | None) -> No
             for i, k in enumerate(dst._fields):
                 _plan(plan, dst[i], sf[k], path + (k,), _child_slot(slot, dst, i, "pos"))
             return
+        untied = getattr(type(dst), "__fluxjax_untied__", ())
         for k, v in df.items():
+            plan.untied += k in untied
             _plan(plan, v, sf[k], path + (k,), _child_slot(slot, owner, k, kind))
+            plan.untied -= k in untied
         return
     if isinstance(dst, (list, tuple)) and not isinstance(dst, optax.GradientTransformation) or _is_opaque_node(dst):
         items = list(enumerate(dst if isinstance(dst, (list, tuple)) else _opaque_children(dst)[0]))

@@ -185,3 +185,29 @@ def test_radam_step_and_accumgrad_counter_are_shared():
             assert all(s[0].counter is states[0][0].counter for s in states) and int(states[0][0].counter) == 2
             assert all(s[1].beta_t is states[0][1].beta_t for s in states)
             np.testing.assert_allclose(states[0][1].beta_t, _numpy_adam_bt(2), rtol=1e-6)  # Adam ran once, at step 2
+
+
+def test_loading_a_state_keeps_counts_apart_and_shares_equal_ones(tmp_path):
+    """A fresh `setup` shares its βt; a checkpoint where one leaf was not stepped loads into it (the
+    shared arrays are not tied parameters), and the leaves whose loaded values agree share again."""
+    m = _model()
+    st = setup(Adam(0.01), m)
+    g = _grads(m)
+    g.layers[1].bias = None
+    update_(st, m, g)
+    Flux.save(tmp_path, m, st)
+    for load in ("checkpoint", "loadmodel_"):
+        m2 = _model()
+        st2 = setup(Adam(0.01), m2)
+        if load == "checkpoint":
+            Flux.load(tmp_path, m2, st2)
+        else:
+            Flux.loadmodel_(st2, st)
+        leaves = _leaves(st2)
+        for leaf in leaves[:3]:
+            np.testing.assert_allclose(leaf.state.beta_t, _numpy_adam_bt(2), rtol=1e-6)
+            assert leaf.state.beta_t is leaves[0].state.beta_t
+        np.testing.assert_allclose(leaves[3].state.beta_t, _numpy_adam_bt(1), rtol=1e-6)
+        assert all(leaf.state.hyper["eta"] is leaves[0].state.hyper["eta"] for leaf in leaves)
+        for u, v in zip(jax.tree_util.tree_leaves(st2), jax.tree_util.tree_leaves(st)):
+            np.testing.assert_array_equal(u, v)

@@ -27,6 +27,10 @@ from ..zygote import Grads, Params, Tangent
 class Leaf:
     """The optimiser state of one array: its `rule` (an optax transformation), `state`, `frozen`."""
 
+    # Leaves share arrays of equal value in their states for speed (fluxjax/_sharing.py); loading
+    # treats those as separate arrays, not as tied ones.
+    __fluxjax_untied__ = ("state",)
+
     def __init__(self, rule: optax.GradientTransformation, state: Any, frozen: bool = False):
         self.rule = rule
         self.state = state
