@@ -267,6 +267,7 @@ def _follow(opt_state: Any, model: Any, mesh: Mesh, only_new: bool = False) -> N
     from .zygote import Tangent
 
     rep = NamedSharding(mesh, P())
+    placed: dict[tuple, Any] = {}  # an array leaves share (fluxjax/_sharing.py) is placed once, and stays shared
 
     def place_state(holder, field, param):
         target = param.sharding if _on(param, mesh) else rep
@@ -274,7 +275,11 @@ def _follow(opt_state: Any, model: Any, mesh: Mesh, only_new: bool = False) -> N
         def put(a):
             if not isinstance(a, (jax.Array, np.ndarray)) or (only_new and _on(a, mesh)):
                 return a
-            return _place(a, target if a.shape == param.shape else rep)
+            where = target if a.shape == param.shape else rep
+            key = (id(a), where)
+            if key not in placed:
+                placed[key] = (a, _place(a, where))
+            return placed[key][1]
 
         state = holder[field] if isinstance(holder, list) else getattr(holder, field)
         new = jax.tree_util.tree_map(put, state)

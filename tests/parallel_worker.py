@@ -116,6 +116,9 @@ def check_mlp(mesh):
     out["jit_param_diff"] = maxdiff(models[0], models[1])
     out["jit_model_specs"] = specs(models[1])
     out["jit_opt_specs"] = sorted(set(specs(states[1])))
+    # Adam's βt, shared by the leaves (fluxjax/_sharing.py), is still one array after shard_ and steps
+    out["jit_shared_bt"] = len({id(leaf.state.beta_t) for leaf in jax.tree_util.tree_leaves(
+        states[1], is_leaf=lambda z: hasattr(z, "rule"))})
 
     # reference for the two-process run (tests/test_parallel.py): one device, global batches in the
     # order the processes assemble them (process 0's local batch, then process 1's)

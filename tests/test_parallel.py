@@ -92,6 +92,7 @@ def test_mlp_data_parallel_matches_one_device(report):
     # fluxjax.jit's write-back keeps every array replicated on the mesh
     assert r["jit_model_specs"] == [REP8] * 4
     assert r["jit_opt_specs"] == [REP8]
+    assert r["jit_shared_bt"] == 1  # shard_ placed the leaves' shared βt once
     # train_(..., mesh=mesh) from an unplaced model, on jax.make_mesh's default (Explicit) mesh
     assert r["explicit_axis_types"] == "(Explicit,)"
     assert r["train_param_diff"] < TOL and r["train_opt_diff"] < TOL
