@@ -46,3 +46,9 @@ def once(fn: Callable, *args: Any) -> Any:
     if hit is None:
         hit = memo[key] = (args, fn(*args))  # the arguments stay alive, so their ids are not reused
     return hit[1]
+
+
+def select(pred: Any, on_true: Any, on_false: Any) -> Any:
+    """`where(pred, on_true, on_false)` leaf by leaf over two trees of one structure; a leaf that is the
+    same in both stays itself, and leaves that were shared stay shared (within a `sharing()` scope)."""
+    return jax.tree_util.tree_map(lambda a, b: a if a is b else once(jax.numpy.where, pred, a, b), on_true, on_false)

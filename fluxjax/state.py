@@ -17,7 +17,7 @@ from typing import Any
 import jax
 
 from ._plan import Plan
-from ._sharing import once, sharing
+from ._sharing import select, sharing
 from ._slots import PARAM, STATE, Slot, set_many, walk
 from .functors import all_layers, bump, is_float_array
 
@@ -155,8 +155,7 @@ def guard_writes(keep) -> None:
     region = _stack()[-1]
     with sharing():  # values the slots shared stay shared
         for ident, slot in region.written.items():
-            old, new = region.before[ident], slot.get()
-            slot.set(jax.tree_util.tree_map(lambda a, b: a if a is b else once(jax.numpy.where, keep, a, b), new, old))
+            slot.set(select(keep, slot.get(), region.before[ident]))
 
 
 # ----------------------------------------------------------------------------------------------

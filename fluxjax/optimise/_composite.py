@@ -8,8 +8,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from .._sharing import once
-from ._rule_base import DeltaUpdate, PyTree, Rule, _is_none, _or, _tree_select, _zeros_where
+from .._sharing import once, select
+from ._rule_base import DeltaUpdate, PyTree, Rule, _is_none, _or, _zeros_where
 
 __all__ = ["OptimiserChain", "AccumGrad"]
 
@@ -87,7 +87,7 @@ class OptimiserChain(Rule):
                 if i == last:  # optax updates are added: back to Δ-convention, negated again at the end
                     d = jax.tree.map(jnp.negative, d)
             if skip is not None:  # an earlier AccumGrad is still accumulating: this rule is not run
-                s_new = _tree_select(skip, s, s_new)
+                s_new = select(skip, s, s_new)
             skip = _or(skip, sk)
             new_states.append(s_new)
             dx = d

@@ -328,12 +328,6 @@ class Rule(optax.GradientTransformationExtraArgs):
         return delta, new_state, None
 
 
-def _tree_select(pred: Any, on_true: PyTree, on_false: PyTree) -> PyTree:
-    """`where(pred, on_true, on_false)` leaf by leaf; a leaf that is the same in both stays itself, and
-    shared leaves stay shared (`once`)."""
-    return jax.tree.map(lambda a, b: a if a is b else once(jnp.where, pred, a, b), on_true, on_false)
-
-
 def _zeros_where(pred: Any, tree: PyTree) -> PyTree:
     return jax.tree.map(lambda v: jnp.where(pred, jnp.zeros_like(v), v), tree)
 
