@@ -18,8 +18,10 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import jax
+import numpy as np
 
 _tls = threading.local()
+_BY_IDENTITY = (jax.Array, np.ndarray)  # arrays are keyed by identity (a NumPy array is not hashable)
 
 
 @contextlib.contextmanager
@@ -41,7 +43,7 @@ def once(fn: Callable, *args: Any) -> Any:
     memo = getattr(_tls, "memo", None)
     if memo is None:
         return fn(*args)
-    key = (fn, *((id(a), None) if isinstance(a, jax.Array) else (a, type(a)) for a in args))
+    key = (fn, *((id(a), None) if isinstance(a, _BY_IDENTITY) else (a, type(a)) for a in args))
     hit = memo.get(key)
     if hit is None:
         hit = memo[key] = (args, fn(*args))  # the arguments stay alive, so their ids are not reused

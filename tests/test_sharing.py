@@ -211,3 +211,13 @@ def test_loading_a_state_keeps_counts_apart_and_shares_equal_ones(tmp_path):
         assert all(leaf.state.hyper["eta"] is leaves[0].state.hyper["eta"] for leaf in leaves)
         for u, v in zip(jax.tree_util.tree_leaves(st2), jax.tree_util.tree_leaves(st)):
             np.testing.assert_array_equal(u, v)
+
+
+def test_once_keys_arrays_by_identity_numpy_too():
+    from fluxjax._sharing import once, sharing
+
+    a, b = np.ones(2, np.float32), np.ones(2, np.float32)
+    with sharing():
+        x, y, z = once(np.add, a, 1.0), once(np.add, a, 1.0), once(np.add, b, 1.0)
+    assert x is y and x is not z
+    np.testing.assert_array_equal(z, [2.0, 2.0])
