@@ -140,6 +140,37 @@ class Plan:
             ]
         return src.compile("def check(a):\n    return (" + "\n            and ".join(conds) + ")\n", "check")
 
+    def placer(self, first: int) -> Callable[[list, tuple], bool] | None:
+        """A function `place(inputs, rest)` putting the data arguments `rest` (those from index
+        `first` on) into the compiled program's input list, `False` when one is not of the kind
+        this plan's call had; None when those arguments are not all data (arrays, numbers, flat
+        tuples of them) or the program takes one of their arrays as one input with another."""
+        w, shared = self.walk, self.entry.shared
+        at = list(range(len(w.slots))) if shared is None else list(shared)
+        users: dict[int, int] = {}
+        for p in at:
+            users[p] = users.get(p, 0) + 1
+        src = Source(_CONCRETE=_concrete())
+        conds, lines = [f"len(a) == {len(self.kinds) - first}"], []
+        for n, k in enumerate(self.kinds[first:]):
+            a, s = f"a[{n}]", w.starts[first + n]
+            if k[0] == _SAME:
+                return None
+            if k[0] == _LEAF:
+                conds.append(_is_kind(src, a, k[1]))
+                items = [(a, s)]
+            else:
+                conds.append(f"type({a}) is {src.name(k[1])} and len({a}) == {len(k[2])}")
+                conds += [_is_kind(src, f"{a}[{j}]", sig) for j, sig in enumerate(k[2])]
+                items = [(f"{a}[{j}]", s + j) for j in range(len(k[2]))]
+            for e, i in items:
+                if users[at[i]] != 1:
+                    return None
+                lines.append(f"    L[{at[i]}] = {e}")
+        return src.compile(
+            "def place(L, a):\n    if not (" + " and ".join(conds) + "):\n        return False\n"
+            + "\n".join(lines) + "\n    return True\n", "place")
+
     def load(self, args: tuple) -> list | None:
         """Put `args` into the box and read the compiled program's inputs through the slots (None
         when slots it takes as one input no longer hold one array)."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import math
 import sys
 import warnings
@@ -13,6 +15,9 @@ import jax.numpy as jnp
 import optax
 from jax.sharding import NamedSharding, PartitionSpec, SingleDeviceSharding
 
+from .._chain import Chain
+from ..data import DataLoader
+from ..parallel import ShardedBatches, _place_for_training
 from ..state import Region, commit, guard_writes
 from ..state import jit as _jit
 from ..zygote import Params, _first, withgradient
@@ -103,8 +108,6 @@ def train_(loss: Callable, model: Any, data: Iterable, opt_state: Any, *, jit: b
         )
         opt_state = setup(opt_state, model)
     if mesh is not None:
-        from ..parallel import _place_for_training
-
         data = _place_for_training(mesh, model, sources, opt_state, data)
     if not jit:
         for i, d in enumerate(_progress(data, progress)):
@@ -115,15 +118,26 @@ def train_(loss: Callable, model: Any, data: Iterable, opt_state: Any, *, jit: b
     # it is off are the window's losses read to name the first bad one. The error comes at most a
     # window late, with the model as it was before the bad step.
     ok, window, start = None, [], 0
-    for i, d in enumerate(_progress(data, progress)):
-        if ok is None:
-            ok = _flag(d, model)
-        lval, ok = _compiled(loss, model, sources, opt_state, d, ok)
-        window.append(lval)
-        if len(window) == CHECK_EVERY:
-            _check_window(window, start, ok)
-            window, start = [], i + 1
+    with _steps(data, loss, model, sources, opt_state) as step:
+        for i, d in enumerate(_progress(data, progress)):
+            if ok is None:
+                ok = _flag(d, model)
+            lval, ok = step(d, ok)
+            window.append(lval)
+            if len(window) == CHECK_EVERY:
+                _check_window(window, start, ok)
+                window, start = [], i + 1
     _check_window(window, start, ok)
+
+
+def _steps(data, *fixed) -> Chain | contextlib.nullcontext:
+    """The compiled step as `step(d, ok)`. When iterating `data` runs none of the user's code (a list
+    or tuple of batches, a `DataLoader` without a `collate` function), nothing can look at the model
+    between two steps, so the steps are chained: the model gets its new arrays when the loop ends."""
+    inner = data.data if isinstance(data, ShardedBatches) else data
+    if type(inner) in (list, tuple) or (isinstance(inner, DataLoader) and not callable(inner.collate)):
+        return Chain(_compiled, *fixed)
+    return contextlib.nullcontext(functools.partial(_compiled, *fixed))
 
 
 def _flag(*trees) -> jax.Array:

@@ -1,0 +1,109 @@
+"""Calling one `fluxjax.jit` function in a loop without going through the models at every call.
+
+A warm `fluxjax.jit` call checks that its walk still fits the arguments, reads every array out of
+the models and writes the new ones back: on a tiny model that is a third of a training step. In
+`train_`'s loop nothing else reads or rebinds the models between two steps, so a `Chain` keeps the
+compiled program's input list from one call to the next, replaces the arrays the program rebinds
+and the data, and writes the arrays into the models once, when it closes (also when the loop
+raises). Any call the chain cannot take this way (another kind of batch, a walk that could not be
+reused) goes through the function itself, with the models up to date.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+
+from .state import Jitted, _stack, commit
+
+_MISS = object()  # `_step`'s answer when the arguments do not fit the held inputs
+
+
+class Chain:
+    """`chain(*rest)` is `jitted(*fixed, *rest)`; the models in `fixed` are current once `close()`d.
+    Use it as a context manager, and only where no other code reads or rebinds them in between."""
+
+    def __init__(self, jitted: Jitted, *fixed: Any):
+        self.jitted, self.fixed = jitted, fixed
+        self._plan = None  # set while the program's inputs are held here, not in the models
+        self._inputs: list = []
+        self._at: dict[tuple, int] = {}  # slots a new array goes to -> its position among the inputs
+        self._place = None  # the data placer of `_placed_for`, the plan last held
+        self._placed_for = None
+
+    def __enter__(self) -> Chain:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __call__(self, *rest: Any) -> Any:
+        if self._plan is not None:
+            out = self._step(rest)
+            if out is not _MISS:
+                return out
+            self.close()
+        out = self.jitted(*self.fixed, *rest)
+        self._hold(rest)
+        return out
+
+    def close(self) -> None:
+        """Write the arrays the chain holds into the models."""
+        plan, self._plan = self._plan, None
+        if plan is not None:
+            plan.store({where: self._inputs[p] for where, p in self._at.items()})
+            plan.release()
+            self._inputs = []
+
+    def _hold(self, rest: tuple) -> None:
+        """After a call through `jitted`, take over its inputs if the next calls can skip the models."""
+        plan, n, args = self.jitted._plan, len(self.fixed), (*self.fixed, *rest)
+        if plan is None or _stack() or plan.entry.effects or not plan.matches(args):
+            return  # (a plan that does not match is an earlier call's: this one's walk is not reusable)
+        if plan is not self._placed_for:
+            self._placed_for, self._place, self._at = plan, plan.placer(n), {}
+        if self._place is None:
+            return
+        inputs = plan.load(args)
+        if inputs is not None:
+            self._plan, self._inputs = plan, inputs
+        else:
+            plan.release()
+
+    def _step(self, rest: tuple) -> Any:
+        """One call on the held inputs; `_MISS` (having done nothing) when `rest` does not fit them."""
+        plan, inputs = self._plan, self._inputs
+        if not self._place(inputs, rest):
+            return _MISS
+        box, entry = plan.box, plan.entry
+        n = len(self.fixed)
+        box[n:-1] = rest  # the program is traced again for new shapes, from the box
+        entry.current = (box, plan.walk)
+        try:
+            out_leaves, changed, extra = entry.compiled(inputs)
+        finally:
+            entry.current = None
+        at = self._at
+        if not all(where in at for where in changed) and not self._learn(changed):
+            # the program rebound part of an input it takes as one: from here on, the models
+            self.close()
+            plan.store(changed)
+        else:
+            for where, v in changed.items():
+                inputs[at[where]] = v
+        for k, v in extra.items():
+            commit(entry.extra_slots[k], v)
+        return jax.tree_util.tree_unflatten(entry.out_tree, out_leaves)
+
+    def _learn(self, changed: dict) -> bool:
+        """Find the input each new array of `changed` replaces: the one its slots, and only they,
+        share (the same program rebinds the same slots every call, so this runs on the first)."""
+        shared = self._plan.entry.shared
+        for where in changed:
+            p = where[0] if shared is None else shared[where[0]]
+            group = (p,) if shared is None else tuple(i for i, q in enumerate(shared) if q == p)
+            if where != group:
+                return False
+            self._at[where] = p
+        return True
