@@ -27,6 +27,8 @@ def parse(argv):
     ap.add_argument("--memory", action="store_true",
                     help="also measure peak RSS per contender, each in a fresh subprocess (slower)")
     ap.add_argument("--memory-steps", type=int, default=None, help="steps per memory subprocess")
+    ap.add_argument("--memory-runs", type=int, default=None,
+                    help="memory subprocesses per contender, median taken (default 3; 1 with --quick)")
     ap.add_argument("--check", action="store_true",
                     help="only check: loss finite and decreasing over 20 steps; exit 1 on failure")
     ap.add_argument("--repeats", type=int, help="override the number of interleaved repeats")
@@ -91,10 +93,11 @@ def main(argv=None) -> int:
 
     if a.memory:
         steps = a.memory_steps or (10 if a.quick else 50)
-        print(f"[memory] one subprocess per contender, {steps} steps each", flush=True)
+        runs = a.memory_runs or (1 if a.quick else 3)
+        print(f"[memory] {runs} subprocess(es) per contender, {steps} steps each, median peak", flush=True)
         for wl in workloads:
             for r in results[wl.name]:
-                m = harness.measure_memory(wl, harness.find_entry(wl.name, r.contender), steps)
+                m = harness.measure_memory(wl, harness.find_entry(wl.name, r.contender), steps, runs)
                 r.peak_rss_mb = m.get("peak_rss_mb")
                 r.rss_after_import_mb = m.get("rss_after_import_mb")
                 r.peak_device_mb = m.get("peak_device_mb")

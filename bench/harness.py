@@ -338,7 +338,23 @@ def check_one(entry: Entry, wl: Workload, steps: int = 20) -> tuple[bool, str, l
 ONE_PREFIX = "BENCH_ONE_RESULT "
 
 
-def measure_memory(wl: Workload, entry: Entry, steps: int, timeout: float = 600.0) -> dict:
+def measure_memory(wl: Workload, entry: Entry, steps: int, runs: int = 3, timeout: float = 600.0) -> dict:
+    """`runs` fresh subprocesses of `python -m bench.one`; the run with the median peak (peak RSS of
+    one and the same process varies by ±20 MB from run to run: allocator arenas, compile threads)."""
+    ok, err = [], None
+    for _ in range(runs):
+        m = _one_memory_run(wl, entry, steps, timeout)
+        if m.get("status") == "ok" and m.get("peak_rss_mb") is not None:
+            ok.append(m)
+        else:
+            err = m
+    if not ok:
+        return err or {"status": "error: no run"}
+    ok.sort(key=lambda m: m["peak_rss_mb"])
+    return {**ok[len(ok) // 2], "runs": len(ok)}
+
+
+def _one_memory_run(wl: Workload, entry: Entry, steps: int, timeout: float) -> dict:
     cmd = [sys.executable, "-m", "bench.one", wl.name, entry.name, "--steps", str(steps)]
     root = Path(__file__).resolve().parent.parent
     try:
@@ -536,7 +552,9 @@ def render(results: dict[str, list[Result]], *, settings: Settings, argv: Sequen
         a("")
         a("**Peak memory** comes from a fresh subprocess per (workload, contender) "
           "(`python -m bench.one WORKLOAD CONTENDER`): peak RSS over build + compile + N steps (Linux "
-          "`VmHWM`, reset after imports via /proc/self/clear_refs; else `ru_maxrss`). Every subprocess "
+          "`VmHWM`, reset after imports via /proc/self/clear_refs; else `ru_maxrss`), the median of "
+          "`--memory-runs` such processes (the peak of one process varies by about ±20 MB run to run). "
+          "Every subprocess "
           "imports all contender libraries first, so Δ = peak − RSS after imports isolates the "
           "contender's own model, compiled program, tracing garbage and buffers. On GPU/TPU the "
           "device peak is in RESULTS.json (`peak_device_mb`).")

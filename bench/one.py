@@ -82,9 +82,12 @@ def main(argv=None) -> int:
         for _ in range(a.steps):
             r = b.step()
         b.block(r)
-        out.update(status="ok", loss=b.loss_of(r), seconds=round(time.perf_counter() - t0, 3),
+        # the peak is read before the loss: a contender may compute its loss eagerly (train_'s
+        # does, as train_ returns none), and that op-by-op run is not part of a training step
+        out.update(status="ok", seconds=round(time.perf_counter() - t0, 3),
                    peak_rss_mb=round((_status_mb("VmHWM") if reset else None) or maxrss_mb(), 1),
                    ru_maxrss_mb=round(maxrss_mb(), 1), peak_device_mb=device_peak_mb())
+        out["loss"] = b.loss_of(r)
     except Exception as e:
         out.update(status=f"error: {type(e).__name__}: {e}"[:200])
     print(harness.ONE_PREFIX + json.dumps(out), flush=True)
