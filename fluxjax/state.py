@@ -16,6 +16,7 @@ from typing import Any
 
 import jax
 
+from ._compile_options import with_defaults
 from ._plan import Plan
 from ._sharing import select, sharing
 from ._slots import PARAM, STATE, Slot, set_many, walk
@@ -260,7 +261,7 @@ class Jitted:
                 out_leaves, entry.out_tree = jax.tree_util.tree_flatten(out)
             return out_leaves, changed, extra
 
-        entry.compiled = jax.jit(pure, **self.jit_kwargs)
+        entry.compiled = jax.jit(pure, **with_defaults(self.jit_kwargs))
         return entry
 
     def __call__(self, *args, **kwargs):
@@ -325,7 +326,9 @@ def jit(fn: Callable | None = None, **jit_kwargs) -> Any:
     the function rebinds on its arguments (`update_`, BatchNorm statistics, Dropout keys) comes out
     of the compiled program and is written back into the caller's objects. Rebinding objects reached
     only through a closure works too, but their arrays are baked in as constants: pass models as
-    arguments.
+    arguments. Keywords go to `jax.jit`; on a CPU the program is scheduled by XLA's memory-optimised
+    scheduler (faster for Flux's layers there, see fluxjax/_compile_options.py) unless
+    `compiler_options` names another `xla_cpu_scheduler_type`.
 
     ```python
     @fluxjax.jit
