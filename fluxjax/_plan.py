@@ -59,7 +59,8 @@ def _is_data(v: Any) -> bool:
 class Plan:
     """The reusable part of one walk of `box = [*args, {}]` (see the module docstring)."""
 
-    __slots__ = ("version", "box", "walk", "entry", "kinds", "containers", "owned", "_check", "_load", "_stores")
+    __slots__ = ("version", "box", "walk", "entry", "kinds", "containers", "owned", "positions", "_check", "_load",
+                 "_stores", "_placers")
 
     def __init__(self, box: list, w: Walk, entry: Any):
         self.version = _version[0]
@@ -81,6 +82,8 @@ class Plan:
         self._check = self._checker()
         self._load = loader(w.slots, entry.shared)
         self._stores: dict[tuple, tuple] = {}
+        self._placers: dict[int, Callable | None] = {}
+        self.positions: dict[tuple, int] = {}  # for `Chain`: slots a new array goes to -> its input
         w.leaves = []  # the walk is kept for its slots only; do not hold on to the first call's arrays
         self.release()
 
@@ -144,7 +147,13 @@ class Plan:
         """A function `place(inputs, rest)` putting the data arguments `rest` (those from index
         `first` on) into the compiled program's input list, `False` when one is not of the kind
         this plan's call had; None when those arguments are not all data (arrays, numbers, flat
-        tuples of them) or the program takes one of their arrays as one input with another."""
+        tuples of them) or the program takes one of their arrays as one input with another. Made
+        once per plan (`train_` makes a `Chain` per call, i.e. per epoch)."""
+        if first not in self._placers:
+            self._placers[first] = self._placer(first)
+        return self._placers[first]
+
+    def _placer(self, first: int) -> Callable[[list, tuple], bool] | None:
         w, shared = self.walk, self.entry.shared
         at = list(range(len(w.slots))) if shared is None else list(shared)
         users: dict[int, int] = {}
