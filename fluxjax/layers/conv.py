@@ -19,6 +19,7 @@ from .._checks import as_array, check_callable, int_tuple, match_eltype, name
 from ..errors import DimensionMismatch, describe
 from ..functors import is_array, layer
 from ..init import create_bias, glorot_uniform
+from ..nnlib._layout import from_last, to_last
 from ..nnlib.conv import conv, conv_transpose, crosscor, same_pad
 from .basic import act_name, identity
 
@@ -181,9 +182,12 @@ def _call_dilation(lay) -> tuple[int, ...]:
 
 
 def _bias_act(sigma: Callable, y, bias):
+    if bias is False and sigma is identity:
+        return y
+    y = to_last(y)  # cancels with the convolution's own transpose back (see nnlib/_layout.py)
     if bias is not False:
-        y = y + bias.reshape((1,) * (y.ndim - 2) + (-1, 1))
-    return y if sigma is identity else sigma(y)
+        y = y + bias
+    return from_last(y if sigma is identity else sigma(y))
 
 
 def _conv_opts(lay) -> str:

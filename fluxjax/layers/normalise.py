@@ -18,6 +18,7 @@ from .._checks import as_array, check_callable, match_eltype, name
 from ..errors import DimensionMismatch, describe
 from ..functors import layer
 from ..init import ones32, zeros32
+from ..nnlib._layout import from_last, to_last
 from ..nnlib.dropout import dropout
 from ..random import resolve_key
 from ..state import is_active, layer_key, rebind
@@ -107,7 +108,11 @@ class BatchNorm:
     def __call__(self, x):
         x = match_eltype(self, x)
         _channels(self, x, self.chs)
-        ax = x.ndim - 2
+        if x.ndim > 2:  # images: computed channels-last, as the convolutions (see nnlib/_layout.py)
+            return from_last(self._normalise(to_last(x), x.ndim - 1, x))
+        return self._normalise(x, 0, x)
+
+    def _normalise(self, x, ax, given):
         axes = tuple(i for i in range(x.ndim) if i != ax)
         if is_active(self) or not self.track_stats:
             m = int(np.prod([x.shape[i] for i in axes]))
@@ -117,7 +122,7 @@ class BatchNorm:
                 if m == 1:
                     raise ValueError(
                         f"{name(self)}: training with one element per channel gives an undefined variance; "
-                        f"got {describe(x)}. Use a batch larger than 1, or testmode_(layer)."
+                        f"got {describe(given)}. Use a batch larger than 1, or testmode_(layer)."
                     )
                 mom = self.momentum
                 mean_s, var_s = jax.lax.stop_gradient(mean), jax.lax.stop_gradient(var)

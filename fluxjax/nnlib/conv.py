@@ -21,6 +21,8 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from ._layout import from_last, to_last
+
 IntOrTuple = int | Sequence[int]
 
 
@@ -89,8 +91,9 @@ def conv_transpose_output_size(
 
 
 def _dimension_numbers(n: int, kernel: str) -> tuple[str, str, str]:
+    """For inputs made channels-last by `to_last` (see `_layout.py`); the kernel stays as Flux has it."""
     spatial = "".join(str(i) for i in range(n))
-    return spatial + "CN", spatial + kernel, spatial + "CN"
+    return "N" + spatial + "C", spatial + kernel, "N" + spatial + "C"
 
 
 def _check(x: jax.Array, w: jax.Array, what: str) -> int:
@@ -128,14 +131,14 @@ def conv(
         )
     if not flipped:
         w = lax.rev(w, tuple(range(n)))
-    return lax.conv_general_dilated(
-        x, w,
+    return from_last(lax.conv_general_dilated(
+        to_last(x), w,
         window_strides=expand(stride, n, "stride"),
         padding=pad_pairs(pad, n),
         rhs_dilation=expand(dilation, n, "dilation"),
         dimension_numbers=_dimension_numbers(n, "IO"),
         feature_group_count=groups,
-    )
+    ))
 
 
 def crosscor(
@@ -203,15 +206,15 @@ def conv_transpose(
         cout_g, cin = w.shape[-2], w.shape[-1]
         w = w.reshape(*k, cout_g, groups, cin // groups)
         w = jnp.swapaxes(w, n, n + 1).reshape(*k, groups * cout_g, cin // groups)
-    return lax.conv_general_dilated(
-        x, w,
+    return from_last(lax.conv_general_dilated(
+        to_last(x), w,
         window_strides=(1,) * n,
         padding=padding,
         lhs_dilation=s,
         rhs_dilation=d,
         dimension_numbers=_dimension_numbers(n, "OI"),
         feature_group_count=groups,
-    )
+    ))
 
 
 # ----------------------------------------------------------------------------------------------

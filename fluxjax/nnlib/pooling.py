@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from ._layout import from_last, to_last
 from .conv import IntOrTuple, expand, pad_pairs
 
 
@@ -25,7 +26,8 @@ def _window(x: jax.Array, k: IntOrTuple, stride: IntOrTuple | None, pad: IntOrTu
     n = x.ndim - 2
     ks = expand(k, n, "kernel size")
     ss = ks if stride is None else expand(stride, n, "stride")
-    return ks + (1, 1), ss + (1, 1), pad_pairs(pad, n) + ((0, 0), (0, 0))
+    # for the channels-last `to_last(x)` (see `_layout.py`)
+    return (1, *ks, 1), (1, *ss, 1), ((0, 0), *pad_pairs(pad, n), (0, 0))
 
 
 def maxpool(
@@ -39,7 +41,7 @@ def maxpool(
     dims, strides, padding = _window(x, k, stride, pad, "maxpool")
     # The init value must be a concrete scalar for JAX to use its differentiable max-window rule.
     init = np.array(-np.inf if jnp.issubdtype(x.dtype, jnp.floating) else jnp.iinfo(x.dtype).min, x.dtype)
-    return lax.reduce_window(x, init, lax.max, dims, strides, padding)
+    return from_last(lax.reduce_window(to_last(x), init, lax.max, dims, strides, padding))
 
 
 def meanpool(
@@ -55,12 +57,12 @@ def meanpool(
     if not jnp.issubdtype(x.dtype, jnp.inexact):
         x = x.astype(jnp.result_type(float))
     dims, strides, padding = _window(x, k, stride, pad, "meanpool")
-    total = lax.reduce_window(x, np.array(0, x.dtype), lax.add, dims, strides, padding)
+    total = lax.reduce_window(to_last(x), np.array(0, x.dtype), lax.add, dims, strides, padding)
     if count_include_pad:
-        return total / math.prod(dims)
-    ones = jnp.ones(x.shape[:-2] + (1, 1), x.dtype)
+        return from_last(total / math.prod(dims))
+    ones = jnp.ones((1, *x.shape[:-2], 1), x.dtype)
     count = lax.reduce_window(ones, np.array(0, x.dtype), lax.add, dims, strides, padding)
-    return total / jnp.maximum(count, 1)
+    return from_last(total / jnp.maximum(count, 1))
 
 
 def lpnormpool(
@@ -77,8 +79,8 @@ def lpnormpool(
     if not jnp.issubdtype(x.dtype, jnp.inexact):
         x = x.astype(jnp.result_type(float))
     dims, strides, padding = _window(x, k, stride, pad, "lpnormpool")
-    total = lax.reduce_window(x**p, np.array(0, x.dtype), lax.add, dims, strides, padding)
-    return total ** (1 / p)
+    total = lax.reduce_window(to_last(x) ** p, np.array(0, x.dtype), lax.add, dims, strides, padding)
+    return from_last(total ** (1 / p))
 
 
 __all__ = ["maxpool", "meanpool", "lpnormpool"]
