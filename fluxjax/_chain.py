@@ -29,8 +29,7 @@ class Chain:
         self._plan = None  # set while the program's inputs are held here, not in the models
         self._inputs: list = []
         self._at: dict[tuple, int] = {}  # slots a new array goes to -> its input (the plan's `positions`)
-        self._place = None  # the data placer of `_placed_for`, the plan last held
-        self._placed_for = None
+        self._place = None  # the held plan's data placer
 
     def __enter__(self) -> Chain:
         return self
@@ -61,13 +60,12 @@ class Chain:
         plan, n, args = self.jitted._plan, len(self.fixed), (*self.fixed, *rest)
         if plan is None or _stack() or plan.entry.effects or not plan.matches(args):
             return  # (a plan that does not match is an earlier call's: this one's walk is not reusable)
-        if plan is not self._placed_for:
-            self._placed_for, self._place, self._at = plan, plan.placer(n), plan.positions
-        if self._place is None:
+        place = plan.placer(n)
+        if place is None:
             return
         inputs = plan.load(args)
         if inputs is not None:
-            self._plan, self._inputs = plan, inputs
+            self._plan, self._inputs, self._place, self._at = plan, inputs, place, plan.positions
         else:
             plan.release()
 
@@ -85,16 +83,12 @@ class Chain:
         finally:
             entry.current = None
         at = self._at
-        try:
+        if changed.keys() <= at.keys() or self._learn(changed):
             for where, v in changed.items():
                 inputs[at[where]] = v
-        except KeyError:  # slots this program had not rebound yet
-            if self._learn(changed):
-                for where, v in changed.items():
-                    inputs[at[where]] = v
-            else:  # it rebound part of an input it takes as one: from here on, the models
-                self.close()
-                plan.store(changed)
+        else:  # it rebound part of an input it takes as one: from here on, the models
+            self.close()
+            plan.store(changed)
         for k, v in extra.items():
             commit(entry.extra_slots[k], v)
         return jax.tree_util.tree_unflatten(entry.out_tree, out_leaves)

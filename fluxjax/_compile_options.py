@@ -3,9 +3,10 @@
 On XLA:CPU, the concurrency-optimised scheduler (on by default) orders a training step so that
 independent kernels can overlap. For Flux's feature-major layers that order cost the medium MLP of
 the benchmarks (784→256→256→10, batch 128, Adam) about 20% of its step on a 2-core machine, while
-the hand-written batch-major JAX step did not change: with XLA's default scheduler fluxjax's step
-took 1.00-1.02x the pure JAX one, against 1.21-1.26x. The tiny MLP, the LeNet CNN and the LSTM ran
-as fast either way. The results are bit-identical; only the order of independent kernels changes.
+the hand-written batch-major JAX step did not change: with the memory-optimised scheduler fluxjax's
+step took 1.00-1.02x the pure JAX one, against 1.21-1.26x with the default. The tiny MLP, the LeNet
+CNN and the LSTM ran as fast either way. The results are bit-identical; only the order of
+independent kernels changes.
 """
 
 from __future__ import annotations
