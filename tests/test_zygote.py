@@ -423,6 +423,20 @@ def test_ignore():
     same(gradient(f, 1), (1.0,))
 
 
+def test_unused_inputs_read_from_either_layout_of_the_linear_program():
+    # `nothing` comes from which tangent inputs jax.vjp's linear program reads. Up to jax 0.10 its inputs
+    # are the tangents alone; from 0.11 the residuals come first. Both layouts, as jaxprs:
+    from types import SimpleNamespace
+
+    from fluxjax.zygote.plan import _used_inputs
+
+    tangents_only = jax.make_jaxpr(lambda t1, t2, t3: 2.0 * t1 + t3)(1.0, 2.0, 3.0)
+    residuals_first = jax.make_jaxpr(lambda r1, r2, t1, t2, t3: r1 * t1 + r2 * t3)(1.0, 2.0, 3.0, 4.0, 5.0)
+    for program in (tangents_only, residuals_first):
+        assert _used_inputs(SimpleNamespace(jaxpr=program), 3) == [True, False, True]
+    assert _used_inputs(SimpleNamespace(jaxpr=tangents_only), 4) == [True] * 4  # not understood: dense
+
+
 def test_dropgrad():
     # Zygote.jl/src/deprecated.jl:6-9  gradient(2, 3) do a, b; dropgrad(a)*b end == (nothing, 2)
     same(gradient(lambda a, b: dropgrad(a) * b, 2, 3), (None, 2.0))

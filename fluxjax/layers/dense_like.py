@@ -273,8 +273,11 @@ class Embedding:
                 f"layer {self._show()} expects integer indices, or one-hot input with "
                 f"size(input, 1) == {n_in}, but got {describe(x)}"
             )
-        xf = match_eltype(self, x, W.dtype) if not jnp.issubdtype(x.dtype, jnp.bool_) else x.astype(W.dtype)
-        y = (W @ xf.reshape(n_in, -1)).reshape((W.shape[0],) + x.shape[1:])
+        onehot = jnp.issubdtype(x.dtype, jnp.bool_)
+        xf = x.astype(W.dtype) if onehot else match_eltype(self, x, W.dtype)
+        # A one-hot product picks columns: exact at full precision, not rounded as a GPU's TF32 would.
+        precision = jax.lax.Precision.HIGHEST if onehot else None
+        y = jnp.matmul(W, xf.reshape(n_in, -1), precision=precision).reshape((W.shape[0],) + x.shape[1:])
         if self.padding_idx is not None:
             keep = (x[self.padding_idx] == 0).astype(W.dtype)  # Flux: y .* !x[padding_idx]
             y = y * keep

@@ -103,16 +103,17 @@ def _plan(f, args, name, static=frozenset()) -> _Plan:
 
 
 def _used_inputs(back, n: int) -> list[bool]:
-    """Which inputs the linear (tangent) program of `jax.vjp` reads: the others get `None`."""
+    """Which inputs the linear (tangent) program of `jax.vjp` reads: the others get `None`. Its tangent
+    inputs are the last `n` (jax 0.11 puts the residuals before them; up to 0.10 they were constants)."""
     try:
         jaxpr = back.jaxpr
         jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
+        tangents = jaxpr.invars[len(jaxpr.invars) - n:]
         needed = {v for v in jaxpr.outvars if type(v).__name__ == "Var"}
         for eqn in reversed(jaxpr.eqns):
             if any(o in needed for o in eqn.outvars):
                 needed.update(v for v in eqn.invars if type(v).__name__ == "Var")
-        used = [v in needed for v in jaxpr.invars]
-        return used if len(used) == n else [True] * n
+        return [v in needed for v in tangents] if len(tangents) == n else [True] * n
     except Exception:  # a jax internals change: fall back to dense zeros
         return [True] * n
 

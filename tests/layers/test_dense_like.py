@@ -350,3 +350,14 @@ def test_embedding_errors():
     out = jax.jit(lambda i: m(i))(jnp.array([1, 5, -1]))
     assert not bool(jnp.any(jnp.isnan(out[:, 0])))
     assert bool(jnp.all(jnp.isnan(out[:, 1:])))
+
+
+def test_embedding_onehot_product_is_full_precision():
+    # A one-hot product only picks columns, so it must not be rounded (a GPU's default float32 product is
+    # TF32): the dot asks for HIGHEST precision whatever jax_default_matmul_precision says.
+    m = Embedding(10, 4)
+    x = onehotbatch(jnp.array([3, 0, 9]), range(10))
+    with jax.default_matmul_precision("bfloat16"):
+        text = str(jax.make_jaxpr(m)(x))
+    assert "dot_general" in text and "precision=(Precision.HIGHEST, Precision.HIGHEST)" in text
+    np.testing.assert_array_equal(m(x), m.weight[:, jnp.array([3, 0, 9])])

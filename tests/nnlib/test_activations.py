@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from backend import ON_CPU
 
 import fluxjax.nnlib as nn
 
@@ -154,7 +155,10 @@ def test_nnlib_docstring_float32_values():
     xs = jnp.asarray([x for _, x, _ in fs.values()], jnp.float32)
     got = np.asarray(jax.jit(lambda xs: jnp.stack([f(x) for (f, _, _), x in zip(fs.values(), xs)]))(xs))
     for (name, (_, _, expected)), y in zip(fs.items(), got, strict=True):
-        assert y == np.float32(expected), name
+        if ON_CPU or name == "tanh_fast":
+            assert y == np.float32(expected), name
+        else:  # a GPU's tanh, exp and division may differ from Julia's (and XLA:CPU's) in the last bits
+            np.testing.assert_array_max_ulp(y, np.float32(expected), maxulp=2)
 
 
 def test_derivatives_at_kinks_follow_nnlib_rules():

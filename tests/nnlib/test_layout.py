@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from backend import cpu_only
 from jax import lax
 
 import fluxjax as Flux
@@ -35,6 +36,7 @@ def test_conv_and_pools_equal_the_direct_whcn_computation():
     np.testing.assert_allclose(meanpool(x, (2, 2)), lax.reduce_window(x, 0.0, lax.add, *win) / 4, rtol=1e-6)
 
 
+@cpu_only
 def test_transposes_between_spatial_layers_cancel_when_compiled():
     """Conv → BatchNorm → MaxPool → Conv → MeanPool compiles with two transposes: the input's to
     channels-last and the output's back (without the cancelling, one more pair per layer)."""
