@@ -22,8 +22,8 @@ Weights and formulas are Flux's, so weights trained in Flux load and give the sa
 - `GRUv3Cell`: as `GRUCell` plus `Wh_h` (Flux's `Wh_h̃`, `(out, out)`), and (Flux's code, not its
   docstring) `h̃ = tanh(Wi_h*x .+ Wh_h*(r .* h) .+ b_h)`; the last `out` rows of `Wh` are unused.
 
-As Flux, the gates use `sigmoid_fast`/`tanh_fast`, and `RNNCell`'s `tanh`/`sigmoid` become their
-fast versions (NNlib's `fast_act`).
+Flux's gates use NNlib's fast `sigmoid_fast`/`tanh_fast`; here they are XLA's own `logistic` and
+`tanh`, which are the fast versions on XLA, of the same accuracy (see `recurrent_cells._fast_act`).
 """
 from __future__ import annotations
 

@@ -11,8 +11,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from backend import ON_CPU
 
 import fluxjax
+import fluxjax.nnlib as nn
 from fluxjax.layers.basic import Chain, Dense
 from fluxjax.layers.recurrent import (
     GRU,
@@ -524,3 +526,19 @@ def test_lstm_language_model_and_jit():
     np.testing.assert_allclose(step(model, x, y)[0], new_val, rtol=1e-5)
     assert step.cache_size() == 1
     assert not isinstance(model[-2].cell.Wi, jax.core.Tracer)
+
+
+def test_gates_use_xlas_tanh_and_logistic():
+    # Flux's cells swap in NNlib's tanh_fast/sigmoid_fast (fast_act). On XLA the native tanh and logistic
+    # are the fast ones and as accurate as NNlib's rational function, so the cells use them.
+    cell = LSTMCell(3, 4)
+    text = str(jax.make_jaxpr(lambda c, x: c(x))(cell, jnp.ones((3, 2))))
+    assert text.count("tanh") == 2 and text.count("logistic") == 3 and "div" not in text
+    rnn = str(jax.make_jaxpr(lambda c, x: c(x))(RNNCell(3, 4, np.tanh), jnp.ones((3, 2))))
+    assert rnn.count("tanh") == 1 and "div" not in rnn
+    x = jnp.linspace(-12, 12, 20001, dtype=jnp.float32)
+    exact = np.tanh(np.asarray(x, np.float64))
+    for y in (nn.tanh_fast(x), jnp.tanh(x)):
+        assert np.max(np.abs(np.asarray(y, np.float64) - exact) / np.maximum(np.abs(exact), 1e-30)) < 3e-7
+    if ON_CPU:
+        np.testing.assert_array_max_ulp(nn.tanh_fast(x), jnp.tanh(x), maxulp=6)
