@@ -16,7 +16,6 @@ from ..functors import is_array, layer
 from ..init import create_bias, glorot_uniform
 from ..nnlib.activations import sigmoid, tanh
 from ..random import resolve_key
-from ._products import products
 from .basic import act_name
 
 __all__ = ["RNNCell", "LSTMCell", "GRUCell", "GRUv3Cell", "initialstates"]
@@ -180,11 +179,18 @@ class _Cell:
         return g if b is False else _add(g, b)
 
     def _weights(self) -> dict[str, jax.Array]:
-        """The matrices multiplied with the state at every step (see `_products.py`)."""
+        """The matrices multiplied with the state at every step."""
         return {"Wh": self.Wh}
 
-    def _recur(self, gx: jax.Array, state: Any, mm: dict | None = None) -> tuple[Any, Any]:
-        """One step from the projected input `gx`; `mm` holds the recurrent products (`products`)."""
+    def _products(self, batch_major: bool = False) -> dict[str, Callable]:
+        """`{name: h -> W * h}` for `_weights`; `batch_major`: `h -> h * Wᵀ` for `(batch, out)` states."""
+        if batch_major:
+            return {k: (lambda h, W=W: h @ W.T) for k, W in self._weights().items()}
+        return {k: (lambda h, W=W: W @ h) for k, W in self._weights().items()}
+
+    def _recur(self, gx: jax.Array, state: Any, mm: dict | None = None, axis: int = 0) -> tuple[Any, Any]:
+        """One step from the projected input `gx`; `mm` holds the recurrent products (`_products`);
+        `axis` is the features' axis: 0 (Flux's layout), or -1 when a sequence layer runs batch-major."""
         raise NotImplementedError
 
     def initialstates(self) -> Any:
@@ -262,8 +268,8 @@ class RNNCell(_Cell):
     def _bias(self) -> Any:
         return self.bias
 
-    def _recur(self, gx: jax.Array, h: jax.Array, mm: dict | None = None) -> tuple[jax.Array, jax.Array]:
-        mm = mm or products(self._weights())
+    def _recur(self, gx: jax.Array, h: jax.Array, mm: dict | None = None, axis: int = 0) -> tuple[jax.Array, jax.Array]:
+        mm = mm or self._products()
         h = _fast_act(self.sigma)(_add(gx, mm["Wh"](h)))
         return h, h
 
@@ -327,11 +333,13 @@ class LSTMCell(_Cell):
         n = self._n_out
         return jnp.zeros((n,), self.Wh.dtype), jnp.zeros((n,), self.Wh.dtype)
 
-    def _recur(self, gx: jax.Array, state: Any, mm: dict | None = None) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
-        mm = mm or products(self._weights())
+    def _recur(
+        self, gx: jax.Array, state: Any, mm: dict | None = None, axis: int = 0
+    ) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
+        mm = mm or self._products()
         h, c = state
         g = _add(gx, mm["Wh"](h))
-        i, f, gg, o = jnp.split(g, 4, axis=0)
+        i, f, gg, o = jnp.split(g, 4, axis=axis)
         c = _add(_mul(sigmoid(f), c), sigmoid(i) * tanh(gg))
         h = sigmoid(o) * tanh(c)
         return h, (h, c)
@@ -396,10 +404,10 @@ class GRUCell(_Cell):
     def _bias(self) -> Any:
         return self.b
 
-    def _recur(self, gx: jax.Array, h: jax.Array, mm: dict | None = None) -> tuple[jax.Array, jax.Array]:
-        mm = mm or products(self._weights())
-        gxr, gxz, gxh = jnp.split(gx, 3, axis=0)
-        ghr, ghz, ghh = jnp.split(mm["Wh"](h), 3, axis=0)
+    def _recur(self, gx: jax.Array, h: jax.Array, mm: dict | None = None, axis: int = 0) -> tuple[jax.Array, jax.Array]:
+        mm = mm or self._products()
+        gxr, gxz, gxh = jnp.split(gx, 3, axis=axis)
+        ghr, ghz, ghh = jnp.split(mm["Wh"](h), 3, axis=axis)
         r = sigmoid(_add(gxr, ghr))
         z = sigmoid(_add(gxz, ghz))
         hh = tanh(_add(gxh, _mul(r, ghh)))
@@ -468,12 +476,10 @@ class GRUv3Cell(_Cell):
     def _weights(self) -> dict[str, jax.Array]:
         return {"Wh": self.Wh[: 2 * self._n_out], "Wh_h": self.Wh_h}  # rows 2n:3n of Wh are unused by Flux's code
 
-    def _recur(self, gx: jax.Array, h: jax.Array, mm: dict | None = None) -> tuple[jax.Array, jax.Array]:
-        mm = mm or products(self._weights())
-        n = self._n_out
-        gxr, gxz, gxh = jnp.split(gx, 3, axis=0)
-        gh = mm["Wh"](h)
-        ghr, ghz = gh[:n], gh[n:]
+    def _recur(self, gx: jax.Array, h: jax.Array, mm: dict | None = None, axis: int = 0) -> tuple[jax.Array, jax.Array]:
+        mm = mm or self._products()
+        gxr, gxz, gxh = jnp.split(gx, 3, axis=axis)
+        ghr, ghz = jnp.split(mm["Wh"](h), 2, axis=axis)
         r = sigmoid(_add(gxr, ghr))
         z = sigmoid(_add(gxz, ghz))
         hh = tanh(_add(gxh, mm["Wh_h"](_mul(r, h))))
