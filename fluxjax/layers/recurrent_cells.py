@@ -33,8 +33,8 @@ def _fast_act(f: Callable) -> Callable:
     `tanh` and `σ`. On XLA the native functions are already the fast ones, with the same accuracy: XLA's
     `tanh` is a rational approximation too (max. relative error 2.6e-7 in Float32, NNlib's 2.5e-7; the two
     are at most 6 ulp apart), and `logistic` differs from `sigmoid_fast` only below -80 (~1e-35 for 0).
-    NNlib's polynomial spelled out in the program made a 32-step LSTM's compile ~15% and its training step
-    ~8% slower. `nnlib.tanh_fast` and `nnlib.sigmoid_fast` keep NNlib's numbers for direct calls."""
+    NNlib's polynomial spelled out in the program made a 32-step LSTM's compile ~20% longer and its
+    training step ~9% slower. `nnlib.tanh_fast` and `nnlib.sigmoid_fast` keep NNlib's numbers for direct calls."""
     if f is jnp.tanh or f is np.tanh:
         return tanh
     if f is jax.nn.sigmoid:
