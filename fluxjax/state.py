@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
+from jax.sharding import SingleDeviceSharding
 
 from ._compile_options import with_defaults
 from ._plan import Plan
@@ -175,6 +176,34 @@ class _Entry:
         self.shared = shared  # see _sharing_pattern
 
 
+def _commit_beside(w) -> None:
+    """Commit the uncommitted arrays of a call that has committed ones on a single device to that
+    device, rebinding them where they are (the model's arrays too; the values do not change).
+
+    jax compiles a call apart for each pattern of committed arguments, and a program that takes one
+    committed array returns committed ones. A model made on the default device, stepped on
+    `device_put` data, would have its step compiled twice: for the first call, and again for every
+    later one, whose model arrays are the first call's committed outputs."""
+    device = None
+    for v in w.leaves:
+        if isinstance(v, jax.core.Tracer):
+            return
+        if isinstance(v, jax.Array) and v.committed:
+            if not isinstance(v.sharding, SingleDeviceSharding) or device not in (None, v.sharding):
+                return  # several devices: placement is the caller's (see fluxjax.parallel)
+            device = v.sharding
+    if device is None:
+        return
+    placed: dict[int, jax.Array] = {}  # arrays held in several places stay one array
+    for i, v in enumerate(w.leaves):
+        if isinstance(v, jax.Array) and not v.committed:
+            new = placed.get(id(v))
+            if new is None:
+                new = placed[id(v)] = jax.device_put(v, device)
+            w.slots[i].set(new)
+            w.leaves[i] = new
+
+
 def _sharing_pattern(leaves: list) -> tuple | None:
     """Which leaves are the very same jax array (optimiser leaves share their `βt` and
     hyperparameters, see fluxjax/_sharing.py): for each leaf, its position among the distinct ones,
@@ -277,6 +306,8 @@ class Jitted:
             plan = None
             box = [*args, kwargs]
             w = walk(box)
+            if not _stack():
+                _commit_beside(w)
             shared = _sharing_pattern(w.leaves)
             key = (w.signature, shared)
             entry = self._cache.get(key)

@@ -265,3 +265,34 @@ def test_an_optimiser_dict_edited_in_place_is_seen(walks):
     run(_eager_step, ref, oref)
     _assert_same(m, ref)
     _assert_same(o, oref)
+
+
+def test_committed_data_commits_the_model_so_the_step_compiles_once():
+    # jax compiles a call apart per pattern of committed arguments, and a program that takes a committed
+    # array returns committed ones: without committing the model beside the data, the first call and
+    # every later one would compile separately (plain jax.jit does compile twice here).
+    @Flux.jit
+    def step(model, opt_state, x, y):
+        loss, (g,) = Flux.withgradient(lambda m: mse(m(x), y), model)
+        Flux.update_(opt_state, model, g)
+        return loss
+
+    Flux.seed_(0)
+    m = Flux.Chain(Flux.Dense(3, 4, Flux.relu), Flux.BatchNorm(4), Flux.Dense(4, 2))
+    opt = Flux.setup(Flux.Adam(0.01), m)
+    twin = Flux.Chain(Flux.Dense(3, 4, Flux.relu), Flux.BatchNorm(4), Flux.Dense(4, 2))
+    Flux.loadmodel_(twin, m)
+    twin_opt = Flux.setup(Flux.Adam(0.01), twin)
+    assert not any(a.committed for a in jax.tree_util.tree_leaves((m, opt)))
+    dev = jax.devices()[0]
+    x = jax.device_put(jax.random.normal(jax.random.PRNGKey(1), (3, 8)), dev)
+    y = jax.device_put(jax.random.normal(jax.random.PRNGKey(2), (2, 8)), dev)
+    losses = [float(step(m, opt, x, y)) for _ in range(3)]
+    assert sum(e.compiled._cache_size() for e in step._cache.values()) == 1
+    leaves = jax.tree_util.tree_leaves((m, opt))
+    assert all(a.committed and a.devices() == {dev} for a in leaves)
+    assert len({id(a) for a in leaves}) < len(leaves)  # Adam's shared βt is still one array
+    # the same steps on uncommitted data: the same numbers, and the model left uncommitted
+    twin_losses = [float(step(twin, twin_opt, np.asarray(x), np.asarray(y))) for _ in range(3)]
+    np.testing.assert_allclose(twin_losses, losses, rtol=1e-6)
+    assert not any(a.committed for a in jax.tree_util.tree_leaves((twin, twin_opt)))
