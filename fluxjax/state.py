@@ -359,7 +359,9 @@ def jit(fn: Callable | None = None, **jit_kwargs) -> Any:
     only through a closure works too, but their arrays are baked in as constants: pass models as
     arguments. Keywords go to `jax.jit`; on a CPU the program is scheduled by XLA's memory-optimised
     scheduler (faster for Flux's layers there, see fluxjax/_compile_options.py) unless
-    `compiler_options` names another `xla_cpu_scheduler_type`.
+    `compiler_options` names another `xla_cpu_scheduler_type`. A call whose arrays include some
+    committed to one device (`jax.device_put(x, device)`) commits the others there too, the model's
+    included, so that the step compiles once (jax would compile it again for the second call).
 
     ```python
     @fluxjax.jit
