@@ -240,6 +240,19 @@ def _layout_mlp_fm(wl):
     return make_mlp(wl, feature_major=True)
 
 
+@register("layout_mlp", WHCN_VIA_NHWC)
+def _layout_mlp_fm_inside_bm(wl):
+    """Feature-major input transposed once to batch-major, batch-major products, logits handed back
+    feature-major: what `Chain` could do with a run of `Dense` layers. Same numbers as the others."""
+    d = wl.data("feature_major")
+    params = init_mlp(jax.random.key(0), wl.sizes)
+
+    def loss_fn(params, _state, x, y):
+        return xent(mlp(params, x.T, False).T, y, True), _state
+
+    return trainer(loss_fn, params, (), wl.optimizer(), d.x, d.y)
+
+
 @register("layout_cnn", NHWC)
 def _layout_cnn_bm(wl):
     return make_cnn(wl, feature_major=False)

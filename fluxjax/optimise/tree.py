@@ -19,7 +19,7 @@ import optax
 from .._sharing import sharing
 from .._slots import Slot
 from ..functors import is_array, is_float_array, is_layer, layer, trainable
-from ..state import commit, rebind
+from ..state import _stack, commit
 from ..zygote import Grads, Params, Tangent
 
 
@@ -171,13 +171,31 @@ def _new_values(leaf: Leaf, x, g):
     return new_state, (x + upd).astype(x.dtype)
 
 
-def _apply(leaf: Leaf, new_state, new_x, slots, roots: dict):
-    rebind(leaf, "state", new_state)
+def _apply(leaf: Leaf, new_state, new_x, slots, roots: dict, write):
+    write(Slot(leaf, "state", True), new_state)
     for s in slots:
         if isinstance(s, _Root):
             roots[s.path] = new_x
         else:
-            commit(s, new_x)
+            write(s, new_x)
+
+
+def _commit(slot: Slot, value: Any) -> None:
+    """`update_`'s write: through the state thread, with an error that says what to use instead
+    when a plain jax transformation traces it (the caller's model must not keep a tracer)."""
+    if isinstance(value, jax.core.Tracer) and not _stack():
+        raise RuntimeError(
+            "update_ rebinds the model's arrays in place, which cannot happen under a plain jax "
+            "transformation (jax.jit, jax.grad, ...). Use the pure form, "
+            "opt_state, model = update(opt_state, model, grads), which returns new ones, or "
+            "compile the step with fluxjax.jit."
+        )
+    commit(slot, value)
+
+
+def _set(slot: Slot, value: Any) -> None:
+    """`update`'s write: straight into its own copies, which no one else holds."""
+    slot.set(value)
 
 
 def _rebuild(v, roots: dict):
@@ -212,6 +230,11 @@ def update_(opt_state: Any, model: Any, grads: Any) -> tuple[Any, Any]:
             raise TypeError(f"update_(rule, ps, gs): gs must be the Grads from gradient(f, ps), got {type(grads).__name__}")
         implicit_update_(_implicit_holder(opt_state, model), model, grads)
         return opt_state, model
+    _check_explicit(opt_state, model, grads)
+    return _step(opt_state, model, grads, _commit)
+
+
+def _check_explicit(opt_state: Any, model: Any, grads: Any) -> None:
     if isinstance(opt_state, optax.GradientTransformation) and not isinstance(opt_state, Leaf):
         raise TypeError(
             "update_(opt_state, model, grads): got a rule where the state belongs. Call "
@@ -221,13 +244,16 @@ def update_(opt_state: Any, model: Any, grads: Any) -> tuple[Any, Any]:
         raise TypeError(
             "update_: grads is a 1-tuple, as gradient() returns; you probably want grads[0]"
         )
+
+
+def _step(opt_state: Any, model: Any, grads: Any, write) -> tuple[Any, Any]:
     # every rule runs before anything is rebound, so a rule that raises leaves the model as it was;
     # leaves stepped together keep sharing their step counters (see fluxjax/_sharing.py)
     with sharing():
         steps = [(leaf, *_new_values(leaf, x, g), slots) for leaf, x, g, slots in _collect(opt_state, model, grads)]
     roots: dict[tuple, Any] = {}
     for step in steps:
-        _apply(*step, roots)
+        _apply(*step, roots, write)
     return opt_state, (_rebuild(model, roots) if roots else model)
 
 
@@ -258,10 +284,14 @@ def _copy(v, memo):
 
 def update(opt_state: Any, model: Any, grads: Any) -> tuple[Any, Any]:
     """The pure form of `update_`: returns `(new_opt_state, new_model)`; the inputs are unchanged.
-    Works for any model `setup` accepts, a bare array included: `s, x = update(s, x, g)`."""
+    Works for any model `setup` accepts, a bare array included: `s, x = update(s, x, g)`, and under
+    any jax transformation: `jax.jit(lambda s, m, g: update(s, m, g))`."""
+    if isinstance(model, Params):
+        return update_(opt_state, model, grads)
+    _check_explicit(opt_state, model, grads)
     memo: dict[int, Any] = {}
     new_state, new_model = _copy(opt_state, memo), _copy(model, memo)
-    return update_(new_state, new_model, grads)
+    return _step(new_state, new_model, grads, _set)
 
 
 def _leaves(tree, fn: str = "") -> list[Leaf]:

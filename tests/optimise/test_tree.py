@@ -83,6 +83,48 @@ def test_pure_update_leaves_inputs_alone():
     assert st2.layers[0].weight is not st.layers[0].weight
 
 
+def test_pure_update_under_plain_jax_jit_matches_eager_update_():
+    """DESIGN: `jax.jit` of a pure function of a model works; `update` is the pure form of `update_`."""
+
+    def step(m, st, x, y):
+        loss, (g,) = Flux.withgradient(lambda m: mse(m, x, y), m)
+        st, m = update(st, m, g)
+        return m, st, loss
+
+    jitted = jax.jit(step)
+    m, eager = _mlp(), _mlp()
+    st, st_eager = setup(Adam(0.05), m), setup(Adam(0.05), eager)
+    W0 = m[0].weight
+    losses = []
+    for _ in range(3):
+        m2, st2, loss = jitted(m, st, X, Y)
+        assert m[0].weight is W0  # the inputs stay as they were
+        m, st = m2, st2
+        W0 = m[0].weight
+        losses.append(float(loss))
+        (g,) = Flux.gradient(lambda e: mse(e, X, Y), eager)
+        update_(st_eager, eager, g)
+        np.testing.assert_allclose(m[0].weight, eager[0].weight, rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(m[1].bias, eager[1].bias, rtol=1e-5, atol=1e-7)
+    assert losses[2] < losses[0]
+    assert float(st.layers[0].weight.state.beta_t[0]) == pytest.approx(0.9**4, rel=1e-6)  # βt after 3 steps
+
+
+def test_update_in_place_under_plain_jax_jit_says_what_to_use():
+    m = _mlp()
+    st = setup(Adam(0.05), m)
+    W0 = m[0].weight
+
+    def step(m, st, x, y):
+        (g,) = Flux.gradient(lambda m: mse(m, x, y), m)
+        update_(st, m, g)
+
+    with pytest.raises(RuntimeError, match=r"update_ rebinds.*update\(opt_state, model, grads\).*fluxjax\.jit"):
+        jax.jit(step)(m, st, X, Y)
+    assert m[0].weight is W0  # nothing was rebound
+    assert not isinstance(st.layers[0].weight.state[0], jax.core.Tracer)
+
+
 def test_rule_instead_of_state_is_a_clear_error():
     m = _mlp()
     (g,) = Flux.gradient(lambda m: mse(m, X, Y), m)
