@@ -230,19 +230,19 @@ def update_(opt_state: Any, model: Any, grads: Any) -> tuple[Any, Any]:
             raise TypeError(f"update_(rule, ps, gs): gs must be the Grads from gradient(f, ps), got {type(grads).__name__}")
         implicit_update_(_implicit_holder(opt_state, model), model, grads)
         return opt_state, model
-    _check_explicit(opt_state, model, grads)
+    _check_explicit(opt_state, model, grads, "update_")
     return _step(opt_state, model, grads, _commit)
 
 
-def _check_explicit(opt_state: Any, model: Any, grads: Any) -> None:
+def _check_explicit(opt_state: Any, model: Any, grads: Any, fn: str) -> None:
     if isinstance(opt_state, optax.GradientTransformation) and not isinstance(opt_state, Leaf):
         raise TypeError(
-            "update_(opt_state, model, grads): got a rule where the state belongs. Call "
+            f"{fn}(opt_state, model, grads): got a rule where the state belongs. Call "
             "opt_state = setup(rule, model) once and pass opt_state."
         )
     if isinstance(grads, tuple) and len(grads) == 1 and not isinstance(model, tuple):
         raise TypeError(
-            "update_: grads is a 1-tuple, as gradient() returns; you probably want grads[0]"
+            f"{fn}: grads is a 1-tuple, as gradient() returns; you probably want grads[0]"
         )
 
 
@@ -288,7 +288,7 @@ def update(opt_state: Any, model: Any, grads: Any) -> tuple[Any, Any]:
     any jax transformation: `jax.jit(lambda s, m, g: update(s, m, g))`."""
     if isinstance(model, Params):
         return update_(opt_state, model, grads)
-    _check_explicit(opt_state, model, grads)
+    _check_explicit(opt_state, model, grads, "update")
     memo: dict[int, Any] = {}
     new_state, new_model = _copy(opt_state, memo), _copy(model, memo)
     return _step(new_state, new_model, grads, _set)

@@ -132,6 +132,8 @@ def test_rule_instead_of_state_is_a_clear_error():
         update_(Adam(), m, g)
     with pytest.raises(TypeError, match=r"grads\[0\]"):
         update_(setup(Adam(), m), m, (g,))
+    with pytest.raises(TypeError, match=r"^update\(opt_state, model, grads\): got a rule"):
+        update(Adam(), m, g)
 
 
 def test_adjust_freeze_thaw():
