@@ -121,7 +121,6 @@ def case_train_non_tuple_data():
       @test l ≈ l0                          # loss is measured *before* the update
       @test !(model.weight ≈ w0)            # model mutated in place
     """,
-    xfail="fluxjax has no trainstep_ (Flux.trainstep!, public since Flux 0.16.10)",
 )
 def case_trainstep():
     model = Dense(3, 2, jnp.tanh)
@@ -129,6 +128,48 @@ def case_trainstep():
     loss = lambda m, x, y: fluxjax.losses.mse(m(x), y)
     opt = fluxjax.setup(fluxjax.Momentum(0.1), model)
     l0, w0 = float(loss(model, x, y)), model.weight
-    step = fluxjax.optimise.trainstep_
+    step = fluxjax.trainstep_
     close(step(loss, model, (x, y), opt), l0)
     assert not np.allclose(model.weight, w0)
+
+
+@case(
+    names=("trainstep!", "trainstep_withgradient!", "train!"),
+    source="Flux.jl test/ext_reactant/train_reactant.jl (the compiled step, whose semantics fluxjax's compiled trainstep_ shares)",
+    julia="""
+    model = Chain(Dense(4 => 8, tanh), Dense(8 => 2))
+    opt = Flux.setup(Adam(1f-2), model)
+    loss(m, a, b) = Flux.mse(m(a), b)
+    l = Flux.trainstep!(loss, model, (x, y), opt)
+    @test l isa Real && isfinite(l)
+    @test l ≈ l0                               # measured before the update
+    @test !(w0 ≈ model.layers[1].weight)       # parameters updated in place
+    l2, g = Flux.trainstep_withgradient!(loss, model, (x, y), opt)
+    @test l2 isa Real && isfinite(l2)
+    for _ in 1:30; Flux.trainstep!(loss, model, (x, y), opt); end
+    @test loss(model, x, y) < l0
+    auxloss(m, a, b) = (Flux.mse(m(a), b), (; sumsq = sum(abs2, m(a))))
+    v = Flux.trainstep!(auxloss, model, (x, y), opt)
+    @test v isa Tuple && isfinite(v[1]) && isfinite(v[2].sumsq)
+    @test Flux.train!(auxloss, model, [(x, y) for _ in 1:5], opt) === nothing
+    """,
+)
+def case_trainstep_compiled():
+    model = Chain(Dense(4, 8, jnp.tanh), Dense(8, 2))
+    x, y = fluxjax.randn32(4, 16), fluxjax.randn32(2, 16)
+    opt = fluxjax.setup(fluxjax.Adam(1e-2), model)
+    loss = lambda m, a, b: fluxjax.losses.mse(m(a), b)
+    l0, w0 = float(loss(model, x, y)), model[0].weight
+    l = fluxjax.trainstep_(loss, model, (x, y), opt)
+    assert np.isfinite(float(l))
+    close(l, l0, rtol=1e-6)
+    assert not np.allclose(model[0].weight, w0)
+    l2, g = fluxjax.trainstep_withgradient_(loss, model, (x, y), opt)
+    assert np.isfinite(float(l2)) and g.layers[0].weight.shape == (8, 4)
+    for _ in range(30):
+        fluxjax.trainstep_(loss, model, (x, y), opt)
+    assert float(loss(model, x, y)) < l0
+    auxloss = lambda m, a, b: (fluxjax.losses.mse(m(a), b), {"sumsq": jnp.sum(m(a) ** 2)})
+    v = fluxjax.trainstep_(auxloss, model, (x, y), opt)
+    assert isinstance(v, tuple) and np.isfinite(float(v[0])) and np.isfinite(float(v[1]["sumsq"]))
+    assert fluxjax.train_(auxloss, model, [(x, y)] * 5, opt) is None

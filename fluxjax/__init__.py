@@ -114,6 +114,7 @@ from .nnlib import lpnormpool as lpnormpool
 from .nnlib import maxpool as maxpool
 from .nnlib import meanpool as meanpool
 from .nnlib import mish as mish
+from .nnlib import normalise as normalise
 from .nnlib import pad_circular as pad_circular
 from .nnlib import pad_constant as pad_constant
 from .nnlib import pad_reflect as pad_reflect
@@ -171,6 +172,8 @@ from .optimise import freeze_ as freeze_
 from .optimise import setup as setup
 from .optimise import thaw_ as thaw_
 from .optimise import train_ as train_
+from .optimise import trainstep_ as trainstep_
+from .optimise import trainstep_withgradient_ as trainstep_withgradient_
 from .optimise import update as update
 from .optimise import update_ as update_
 from .outputsize import outputsize as outputsize

@@ -20,6 +20,7 @@ from ..functors import layer
 from ..init import ones32, zeros32
 from ..nnlib._layout import from_last, to_last
 from ..nnlib.dropout import dropout
+from ..nnlib.normalise import normalise
 from ..random import resolve_key
 from ..state import is_active, layer_key, rebind
 from .basic import act_name, identity
@@ -263,10 +264,7 @@ class LayerNorm:
         k = len(self.size)
         if x.ndim < k or tuple(x.shape[:k]) != self.size:
             raise DimensionMismatch(f"layer {name(self)} expects the first {k} axes to be {self.size}, but got {describe(x)}")
-        axes = tuple(range(k))
-        mean = jnp.mean(x, axis=axes, keepdims=True)
-        var = jnp.mean(jnp.square(x - mean), axis=axes, keepdims=True)
-        y = (x - mean) * jax.lax.rsqrt(var + self.eps)
+        y = normalise(x, dims=tuple(range(k)), eps=self.eps)
         if self.affine:
             extra = (1,) * (x.ndim - k)
             y = y * self.weight.reshape(self.size + extra) + self.bias.reshape(self.size + extra)

@@ -50,6 +50,7 @@ from .conv import (
 )
 from .dropout import dropout
 from .gather import gather, scatter
+from .normalise import normalise
 from .padding import pad_circular, pad_constant, pad_reflect, pad_repeat, pad_symmetric, pad_zeros
 from .pooling import lpnormpool, maxpool, meanpool
 from .softmax import logsoftmax, logsumexp, softmax
@@ -61,8 +62,8 @@ __all__ = [
     "relu6", "rrelu", "elu", "gelu", "gelu_tanh", "gelu_erf", "gelu_sigmoid", "swish",
     "hardswish", "lisht", "selu", "celu", "trelu", "softplus", "softsign", "logcosh", "mish",
     "tanhshrink", "softshrink", "tanh_fast", "tanh",
-    # softmax
-    "softmax", "logsoftmax", "logsumexp",
+    # softmax, normalise
+    "softmax", "logsoftmax", "logsumexp", "normalise",
     # convolution
     "conv", "crosscor", "depthwiseconv", "conv_transpose", "same_pad", "conv_output_size",
     "conv_transpose_output_size", "grad_conv_data", "grad_conv_filter",

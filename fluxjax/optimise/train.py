@@ -21,32 +21,41 @@ from ..parallel import ShardedBatches, _place_for_training
 from ..state import Region, commit, guard_writes
 from ..state import jit as _jit
 from ..zygote import Params, _first, withgradient
-from .tree import _implicit_holder, implicit_update_, setup, update_
+from .tree import _check_state, _implicit_holder, implicit_update_, setup, update_
 
 
 class NonFiniteLoss(FloatingPointError):
     """The loss was NaN or Inf (Flux's `DomainError`); the step was not applied."""
 
 
-def _step(loss, model, opt, d, check=None):
-    """One step: differentiate, `check` the loss, update. `model` is a model (with its state tree
-    `opt`) or a `Params` (with its `ImplicitState`). Returns `(loss, isfinite(loss))`."""
+def _differentiate(loss, model, d):
+    """`(val, grad, writes)`: the loss on batch `d` (a tuple is spliced into `loss`) and its gradient,
+    with the loss's state writes (BatchNorm statistics, Dropout keys) held back as `[(slot, value)]`,
+    so that a rejected step can leave the model exactly as it was."""
     args = d if isinstance(d, tuple) else (d,)
-    implicit = isinstance(model, Params)
-    # The loss's state writes (BatchNorm statistics, Dropout keys) are held back until `check` has
-    # passed, so a rejected step leaves the model exactly as it was.
     with Region() as region:
-        if implicit:
+        if isinstance(model, Params):
             val, g = withgradient(lambda: loss(*args), model)
         else:
             val, (g,) = withgradient(lambda m: loss(m, *args), model)
         writes = [(slot, slot.get()) for slot in region.written.values()]
+    return val, g, writes
+
+
+def _apply(model, opt, g, writes) -> None:
+    for slot, v in writes:
+        commit(slot, v)
+    (implicit_update_ if isinstance(model, Params) else update_)(opt, model, g)
+
+
+def _step(loss, model, opt, d, check=None):
+    """One step: differentiate, `check` the loss, update. `model` is a model (with its state tree
+    `opt`) or a `Params` (with its `ImplicitState`). Returns `(loss, isfinite(loss))`."""
+    val, g, writes = _differentiate(loss, model, d)
     lval = _first(val)
     if check is not None:
         check(lval)
-    for slot, v in writes:
-        commit(slot, v)
-    (implicit_update_ if implicit else update_)(opt, model, g)
+    _apply(model, opt, g, writes)
     return lval, jnp.isfinite(lval)
 
 
@@ -59,6 +68,57 @@ def _compiled(loss, model, sources, opt, d, ok):
     ok = jnp.logical_and(ok, finite)
     guard_writes(ok)
     return lval, ok
+
+
+def trainstep_(loss: Callable, model: Any, batch: Any, opt_state: Any, *, jit: bool = True) -> Any:
+    """Flux's `trainstep!`: one optimiser step on one `batch`, in place; returns what `loss` returned.
+
+    Differentiates `loss(model, *batch)` for a tuple `batch` (else `loss(model, batch)`) with respect
+    to `model` and applies `update_` with `opt_state` from `setup`. A loss may return `(loss, aux...)`:
+    the first element is differentiated and the whole value returned. A NaN or Inf loss skips the
+    step and leaves the model as it was (state such as BatchNorm statistics included); the returned
+    loss says so, and nothing is raised (`train_` raises). Compiled with `fluxjax.jit` by default
+    (`jit=False` runs it eagerly); the loss comes back as a device array, so a loop that does not read
+    it every step does not wait for the device.
+
+    ```python
+    >>> opt_state = setup(Adam(), model)
+    >>> for epoch in range(100):
+    ...     l = trainstep_(loss, model, (x, y), opt_state)
+    ```
+    """
+    return _one_step(loss, model, batch, opt_state, jit, False)[0]
+
+
+def trainstep_withgradient_(loss: Callable, model: Any, batch: Any, opt_state: Any, *, jit: bool = True) -> tuple[Any, Any]:
+    """Flux's `trainstep_withgradient!`: `trainstep_` that also returns the gradient, `(val, grad)`,
+    with `grad` shaped like the model (`None` where nothing is differentiable)."""
+    return _one_step(loss, model, batch, opt_state, jit, True)
+
+
+def _one_step(loss, model, batch, opt_state, jit: bool, with_grad: bool) -> tuple[Any, Any]:
+    fn = "trainstep_withgradient_" if with_grad else "trainstep_"
+    if isinstance(model, Params):
+        raise TypeError(f"{fn} takes a model and opt_state = setup(rule, model); for implicit Params use train_")
+    _check_state(opt_state, f"{fn}(loss, model, batch, opt_state)")
+    if jit:
+        return (_compiled_step_grad if with_grad else _compiled_step)(loss, model, opt_state, batch)
+    val, g, writes = _differentiate(loss, model, batch)
+    if bool(jnp.isfinite(_first(val))):
+        _apply(model, opt_state, g, writes)
+    return val, (g if with_grad else None)
+
+
+def _guarded_step(loss, model, opt, d) -> tuple[Any, Any]:
+    """Inside `fluxjax.jit`: the step, with every write undone unless the loss is finite."""
+    val, g, writes = _differentiate(loss, model, d)
+    _apply(model, opt, g, writes)
+    guard_writes(jnp.isfinite(_first(val)))
+    return val, g
+
+
+_compiled_step = _jit(lambda loss, model, opt, d: (_guarded_step(loss, model, opt, d)[0], None))
+_compiled_step_grad = _jit(_guarded_step)
 
 
 def _progress(data, enabled):

@@ -234,12 +234,14 @@ def update_(opt_state: Any, model: Any, grads: Any) -> tuple[Any, Any]:
     return _step(opt_state, model, grads, _commit)
 
 
-def _check_explicit(opt_state: Any, model: Any, grads: Any, fn: str) -> None:
+def _check_state(opt_state: Any, call: str) -> None:
+    """A TypeError naming `call` when a rule was passed where `setup`'s state belongs."""
     if isinstance(opt_state, optax.GradientTransformation) and not isinstance(opt_state, Leaf):
-        raise TypeError(
-            f"{fn}(opt_state, model, grads): got a rule where the state belongs. Call "
-            "opt_state = setup(rule, model) once and pass opt_state."
-        )
+        raise TypeError(f"{call}: got a rule where the state belongs. Call opt_state = setup(rule, model) once and pass opt_state.")
+
+
+def _check_explicit(opt_state: Any, model: Any, grads: Any, fn: str) -> None:
+    _check_state(opt_state, f"{fn}(opt_state, model, grads)")
     if isinstance(grads, tuple) and len(grads) == 1 and not isinstance(model, tuple):
         raise TypeError(
             f"{fn}: grads is a 1-tuple, as gradient() returns; you probably want grads[0]"

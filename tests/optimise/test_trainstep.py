@@ -1,0 +1,96 @@
+"""`trainstep_` and `trainstep_withgradient_`: Flux's `trainstep!`/`trainstep_withgradient!`
+(Flux.jl src/train.jl, test/train.jl), compiled by default and eagerly with `jit=False`."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import fluxjax as Flux
+from fluxjax.optimise import Adam, Momentum, setup, trainstep_, trainstep_withgradient_, update_
+from fluxjax.optimise.train import _compiled_step
+
+
+def _mlp():
+    Flux.seed_(0)
+    return Flux.Chain(Flux.Dense(2, 3, jnp.tanh), Flux.Dense(3, 1))
+
+
+X = jax.random.normal(jax.random.PRNGKey(0), (2, 16))
+Y = (X[0] * X[1])[None, :]
+
+
+def mse(m, x, y):
+    return jnp.mean((m(x) - y) ** 2)
+
+
+@pytest.mark.parametrize("jit", [True, False])
+def test_steps_match_gradient_and_update_and_return_the_loss_before_the_step(jit):
+    m, ref = _mlp(), _mlp()
+    st, st_ref = setup(Adam(0.05), m), setup(Adam(0.05), ref)
+    for _ in range(3):
+        before = float(mse(ref, X, Y))
+        loss = trainstep_(mse, m, (X, Y), st, jit=jit)
+        (g,) = Flux.gradient(lambda r: mse(r, X, Y), ref)
+        update_(st_ref, ref, g)
+        assert float(loss) == pytest.approx(before, rel=1e-6)
+        np.testing.assert_allclose(m[0].weight, ref[0].weight, rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(m[1].bias, ref[1].bias, rtol=1e-5, atol=1e-7)
+    assert float(mse(m, X, Y)) < before
+
+
+@pytest.mark.parametrize("jit", [True, False])
+def test_withgradient_returns_the_gradient_before_the_step(jit):
+    m = _mlp()
+    (expected,) = Flux.gradient(lambda m: mse(m, X, Y), m)
+    val, g = trainstep_withgradient_(mse, m, (X, Y), setup(Momentum(0.1), m), jit=jit)
+    np.testing.assert_allclose(g.layers[0].weight, expected.layers[0].weight, rtol=1e-5, atol=1e-7)
+    assert g.layers[0].sigma is None
+    assert float(val) == pytest.approx(float(mse(_mlp(), X, Y)), rel=1e-6)
+
+
+@pytest.mark.parametrize("jit", [True, False])
+def test_aux_output_is_returned_and_only_the_loss_differentiated(jit):
+    m, ref = _mlp(), _mlp()
+
+    def loss(m, x, y):
+        yhat = m(x)
+        return mse(m, x, y), {"mean": jnp.mean(yhat)}
+
+    val = trainstep_(loss, m, (X, Y), setup(Momentum(0.1), m), jit=jit)
+    assert isinstance(val, tuple) and set(val[1]) == {"mean"}
+    assert float(val[1]["mean"]) == pytest.approx(float(jnp.mean(ref(X))), rel=1e-5)
+    update_(setup(Momentum(0.1), ref), ref, Flux.gradient(lambda r: mse(r, X, Y), ref)[0])
+    np.testing.assert_allclose(m[0].weight, ref[0].weight, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("jit", [True, False])
+def test_a_non_finite_loss_skips_the_step_and_leaves_everything_as_it_was(jit):
+    Flux.seed_(1)
+    m = Flux.Chain(Flux.Dense(2, 4), Flux.BatchNorm(4, jnp.tanh), Flux.Dense(4, 1))
+    st = setup(Adam(0.05), m)
+    trainstep_(mse, m, (X, Y), st, jit=jit)  # a finite step moves the weights and the statistics
+    mu, w, mt = m[1].mu, m[0].weight, st.layers[0].weight.state.mt
+    assert not np.allclose(mu, 0)
+    bad = trainstep_(lambda m, x, y: mse(m, x, y) * jnp.nan, m, (X, Y), st, jit=jit)  # no error
+    assert np.isnan(float(bad))
+    np.testing.assert_array_equal(m[1].mu, mu)
+    np.testing.assert_array_equal(m[0].weight, w)
+    np.testing.assert_array_equal(st.layers[0].weight.state.mt, mt)
+
+
+def test_a_single_batch_is_passed_whole_and_the_step_compiles_once():
+    m = _mlp()
+    st = setup(Adam(0.01), m)
+    n0 = _compiled_step.cache_size()
+    losses = [float(trainstep_(lambda m, d: mse(m, d[0], d[1]), m, [X, Y], st)) for _ in range(4)]
+    assert _compiled_step.cache_size() == n0 + 1
+    assert losses[-1] < losses[0]
+
+
+def test_errors_name_what_to_pass():
+    m = _mlp()
+    with pytest.raises(TypeError, match=r"trainstep_\(loss, model, batch, opt_state\): got a rule.*setup"):
+        trainstep_(mse, m, (X, Y), Adam())
+    with pytest.raises(TypeError, match=r"trainstep_withgradient_ takes a model.*train_"):
+        trainstep_withgradient_(lambda x, y: mse(m, x, y), Flux.params(m), (X, Y), setup(Adam(), m))
