@@ -2,6 +2,7 @@
 """Flux utilities: initialisers, parameters, precision, modules, train/test mode (Flux.jl test/utils.jl),
 one-hot encoding (OneHotArrays.jl test/onehot.jl, re-exported by Flux) and DataLoader (Flux.jl test/data.jl)."""
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -690,6 +691,54 @@ def case_f16():
     assert fluxjax.f16(m)[0].weight.dtype == jnp.float16
     assert fluxjax.f16(m)(fluxjax.f16(x32)).dtype == jnp.float16
     assert fluxjax.f32(fluxjax.f16(m))[0].weight.dtype == jnp.float32
+
+
+@case(
+    names=("bf16", "BFloat16", "f16", "f32", "BatchNorm", "InstanceNorm", "GroupNorm", "LayerNorm"),
+    source=UTILS,
+    julia="""
+    # BFloat16
+    @test eltype(bf16(m)[1].weight) == BFloat16
+    @test eltype(bf16(m)(x32)) == BFloat16  # _match_eltype converts the input
+    @test eltype(f32(bf16(m))[1].weight) == Float32
+    @test bf16(x64) isa Vector{BFloat16}
+    @test bf16(i64) === i64  # integers are not converted
+    @test bf16(Float32[1, 1.5, -2.25, 96]) == BFloat16[1, 1.5, -2.25, 96]  # exact round-to-nearest-even
+    @test gradient(x -> sum(bf16(x)), x32)[1] isa Vector{Float32}
+    @testset "mixed-precision normalization ($cast)" for cast in (f16, bf16)
+      for layer in (BatchNorm(3), InstanceNorm(3; affine=true, track_stats=true), GroupNorm(4, 2))
+        hl = cast(layer)
+        params = filter(x -> x isa AbstractArray, collect(Functors.fleaves(hl)))
+        @test all(p -> eltype(p) == Float32, params)
+      end
+      @test all(p -> eltype(p) == Thalf, filter(x -> x isa AbstractArray, collect(Functors.fleaves(cast(LayerNorm(3))))))
+      if cast === f16
+        xh = f16(randn(Float32, 4, 4, 3, 2))
+        @test eltype(f16(BatchNorm(3))(xh)) == Float16          # mixed: Float32 params, f16 data
+        @test eltype(f16(InstanceNorm(3; affine=true))(xh)) == Float16
+        @test eltype(f16(GroupNorm(4, 2))(f16(randn(Float32, 4, 4, 4, 2)))) == Float16
+      end
+    end
+    """,
+)
+def case_bf16_and_mixed_precision_norms():
+    m = Chain(Dense(10, 5, fluxjax.relu, bias=False), Dense(5, 2))
+    x64, x32, i64 = np.random.rand(10), jnp.asarray(np.random.rand(10), jnp.float32), np.arange(10)
+    assert fluxjax.bf16(m)[0].weight.dtype == fluxjax.BFloat16
+    assert fluxjax.bf16(m)(x32).dtype == jnp.bfloat16
+    assert fluxjax.f32(fluxjax.bf16(m))[0].weight.dtype == jnp.float32
+    assert fluxjax.bf16(x64).dtype == jnp.bfloat16
+    assert fluxjax.bf16(i64) is i64
+    equal(fluxjax.bf16(np.array([1, 1.5, -2.25, 96], np.float32)).astype(np.float32), np.array([1, 1.5, -2.25, 96], np.float32))
+    assert fluxjax.gradient(lambda x: jnp.sum(fluxjax.bf16(x)), x32)[0].dtype == jnp.float32
+    for cast, half in ((fluxjax.f16, jnp.float16), (fluxjax.bf16, jnp.bfloat16)):
+        for lay in (fluxjax.BatchNorm(3), fluxjax.InstanceNorm(3, affine=True, track_stats=True), fluxjax.GroupNorm(4, 2)):
+            assert all(p.dtype == jnp.float32 for p in jax.tree_util.tree_leaves(cast(lay)))
+        assert all(p.dtype == half for p in jax.tree_util.tree_leaves(cast(fluxjax.LayerNorm(3))))
+        xh = cast(fluxjax.randn32(4, 4, 3, 2))  # (Flux runs the bf16 forward on a GPU only; XLA's CPU has it)
+        assert cast(fluxjax.BatchNorm(3))(xh).dtype == half
+        assert cast(fluxjax.InstanceNorm(3, affine=True))(xh).dtype == half
+        assert cast(fluxjax.GroupNorm(4, 2))(cast(fluxjax.randn32(4, 4, 4, 2))).dtype == half
 
 
 @case(

@@ -18,7 +18,9 @@ from .data import onehotbatch as onehotbatch
 from .destructure import Restructure as Restructure
 from .destructure import destructure as destructure
 from .destructure import trainables as trainables
+from .devices import BFloat16 as BFloat16
 from .devices import CPUDevice as CPUDevice
+from .devices import bf16 as bf16
 from .devices import cpu as cpu
 from .devices import cpu_device as cpu_device
 from .devices import f16 as f16

@@ -27,7 +27,7 @@ def _param_dtype(layer):
     """The dtype of the layer's first float array field, or None when it has none."""
     for v in getattr(layer, "__dict__", {}).values():
         d = getattr(v, "dtype", None)
-        if d is not None and getattr(v, "shape", None) is not None and np.issubdtype(d, np.floating):
+        if d is not None and getattr(v, "shape", None) is not None and jnp.issubdtype(d, jnp.floating):
             return np.dtype(d)
     return None
 
@@ -36,7 +36,8 @@ def as_array(layer, x):
     """`x` as an array, or a `TypeError` naming the layer when it is not numeric data (a string,
     `None`, a ragged list, ...)."""
     if hasattr(x, "shape") and hasattr(x, "dtype"):
-        if getattr(x.dtype, "kind", None) in ("O", "U", "S", "V"):
+        # bfloat16 (an ml_dtypes type) has NumPy kind "V" but is a float to JAX
+        if getattr(x.dtype, "kind", None) in ("O", "U", "S", "V") and not jnp.issubdtype(x.dtype, jnp.floating):
             raise TypeError(f"Layer {name(layer)} expects numeric array input, got {describe(x)}")
         return x
     if x is None or isinstance(x, (str, bytes, dict, set)):
@@ -49,17 +50,20 @@ def as_array(layer, x):
 
 def match_eltype(layer, x, dtype=None):
     """Convert `x` to the layer's float type, as Flux: Float64 into a Float32 layer warns once (per
-    layer type) and computes in Float32; integer and Bool input converts silently. `dtype=None` means
+    layer type) and computes in Float32; integer and Bool input converts silently, and so does any
+    input to a bfloat16 layer. `dtype=None` means
     the dtype of the layer's own float arrays (float32 for integer input to a layer without any)."""
     x = as_array(layer, x)
     xd = x.dtype
     if dtype is None:
         dtype = _param_dtype(layer)
         if dtype is None:
-            dtype = xd if np.issubdtype(xd, np.floating) else jnp.float32
+            dtype = xd if jnp.issubdtype(xd, jnp.floating) else jnp.float32
     if xd == dtype:
         return x
-    if np.issubdtype(xd, np.floating):
+    if jnp.issubdtype(xd, jnp.floating):
+        if dtype == jnp.bfloat16:  # Flux converts any input for a BFloat16 layer silently
+            return jnp.asarray(x, dtype)
         if np.dtype(xd).itemsize > np.dtype(dtype).itemsize:
             kind = type(layer).__name__
             if kind not in _warned:

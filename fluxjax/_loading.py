@@ -360,7 +360,7 @@ def _scalar_array(x: Any) -> bool:
     """A 0-d or 1-element array holding a number, bool or string (not an RNG key)."""
     if not is_array(x) or _is_key(x) or int(np.size(x)) != 1:
         return False
-    return x.dtype.kind in "biufcUS"
+    return x.dtype.kind in "biufcUS" or jnp.issubdtype(x.dtype, jnp.floating)
 
 
 def plan_load(dst: Any, src: Any, filter: Callable[[Any], bool] | None = None) -> _Plan:

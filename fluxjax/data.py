@@ -293,7 +293,7 @@ def _leaf(x: Any, path: str) -> Any:
             f"DataLoader: cannot use data{path} of type {type(x).__name__}; expected an array, "
             "or a tuple / dict of arrays with observations along the last axis"
         )
-    if arr.dtype.kind in "OUSV":
+    if arr.dtype.kind in "OUSV" and not jnp.issubdtype(arr.dtype, jnp.floating):
         raise TypeError(
             f"DataLoader: data{path} does not convert to a numeric array (got dtype {arr.dtype}); "
             "expected arrays with observations along the last axis"

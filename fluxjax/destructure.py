@@ -24,7 +24,7 @@ def _numeric(x) -> bool:
     """Optimisers.jl's `isnumeric`: float and complex arrays (not integer arrays nor PRNG keys)."""
     if not is_array(x) or jax.dtypes.issubdtype(x.dtype, jax.dtypes.extended):
         return False
-    return bool(np.issubdtype(x.dtype, np.inexact))
+    return bool(jnp.issubdtype(x.dtype, jnp.inexact))
 
 
 def _walk(x: Any, visit: Callable[[Any], None]) -> None:

@@ -11,6 +11,8 @@ import jax.numpy as jnp
 
 from .functors import fmap, is_array
 
+BFloat16 = jnp.bfloat16  # Julia's BFloat16 (BFloat16s.jl), which Flux re-exports
+
 
 def _cast(dtype):
     def f(x):
@@ -34,14 +36,27 @@ def f64(m: Any) -> Any:
     return fmap(_cast(jnp.float64), m)
 
 
+def _half(m: Any, dtype) -> Any:
+    """Flux's half-precision cast: `BatchNorm`, `InstanceNorm` and `GroupNorm` keep their statistics
+    and affine parameters in float32 (mixed precision: the data through them stays half, see
+    fluxjax/layers/normalise.py); every other float array becomes `dtype`."""
+    from .layers.normalise import KEEP_FLOAT32
+
+    keep = lambda v: isinstance(v, KEEP_FLOAT32)
+    return fmap(lambda v: f32(v) if keep(v) else _cast(dtype)(v), m, exclude=lambda v: keep(v) or is_array(v))
+
+
 def f16(m: Any) -> Any:
-    """Convert every float array in `m` to float16 (Flux's `f16`)."""
-    return fmap(_cast(jnp.float16), m)
+    """Convert the float arrays in `m` to float16 (Flux's `f16`); normalisation layers other than
+    `LayerNorm` stay float32 (mixed precision, as Flux)."""
+    return _half(m, jnp.float16)
 
 
 def bf16(m: Any) -> Any:
-    """Convert every float array in `m` to bfloat16 (Flux's `bf16`)."""
-    return fmap(_cast(jnp.bfloat16), m)
+    """Convert the float arrays in `m` to bfloat16 (Flux's `bf16`); normalisation layers other than
+    `LayerNorm` stay float32 (mixed precision, as Flux). Same exponent range as float32, 8 bits of
+    mantissa: `bf16(jnp.array([1, 1.5, -2.25, 96.]))` is exact."""
+    return _half(m, jnp.bfloat16)
 
 
 def cpu(m: Any) -> Any:

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from jax.tree_util import GetAttrKey
 
@@ -57,7 +58,7 @@ def is_array(x: Any) -> bool:
 
 
 def is_float_array(x: Any) -> bool:
-    return is_array(x) and np.issubdtype(x.dtype, np.inexact)
+    return is_array(x) and jnp.issubdtype(x.dtype, jnp.inexact)  # bfloat16 too, which NumPy does not count
 
 
 def _is_dynamic(x: Any) -> bool:

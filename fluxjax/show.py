@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import jax
-import numpy as np
+import jax.numpy as jnp
 
 from .functors import is_array, is_layer, trainable
 
@@ -32,7 +32,7 @@ def _is_float(x) -> bool:
     `key<fry>`) and integer arrays are not."""
     if jax.dtypes.issubdtype(x.dtype, jax.dtypes.extended):
         return False
-    return bool(np.issubdtype(x.dtype, np.inexact))
+    return bool(jnp.issubdtype(x.dtype, jnp.inexact))
 
 
 def _dedup(xs):

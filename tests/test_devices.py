@@ -46,14 +46,51 @@ def test_f16_converts_floats_and_is_differentiable():
     assert g.dtype == jnp.float32
 
 
-def test_bf16_conversion_and_f32_back():
-    from fluxjax.devices import bf16
-
-    m = bf16(Flux.Dense(3, 2))
-    assert m.weight.dtype == jnp.bfloat16
-    assert Flux.f32(m).weight.dtype == jnp.float32  # f32 also converts bfloat16 arrays back
+def test_bf16_as_flux_test_utils():
+    # Flux.jl test/utils.jl, "BFloat16"
+    m = Flux.Chain(Flux.Dense(3, 2, jnp.tanh), Flux.Dense(2, 1))
+    x32 = jnp.asarray(np.random.default_rng(0).normal(size=(3, 4)), jnp.float32)
+    h = Flux.bf16(m)
+    assert h[0].weight.dtype == Flux.BFloat16 == jnp.bfloat16
+    assert h(x32).dtype == jnp.bfloat16  # the input is converted, silently as Flux does
+    assert h(Flux.bf16(x32)).dtype == jnp.bfloat16
+    assert Flux.f32(h)[0].weight.dtype == jnp.float32  # f32 also converts bfloat16 arrays back
     i = np.arange(3)
-    assert bf16(i) is i
+    assert Flux.bf16(i) is i  # integers are not converted
+    np.testing.assert_array_equal(Flux.bf16(jnp.array([1, 1.5, -2.25, 96], jnp.float32)).astype(jnp.float32),
+                                  [1, 1.5, -2.25, 96])  # exact round-to-nearest-even
+    (g,) = Flux.gradient(lambda x: jnp.sum(Flux.bf16(x)), x32)
+    assert g.dtype == jnp.float32
+
+
+def test_bfloat16_data_into_a_float32_layer_computes_in_float32():
+    x = Flux.bf16(jnp.ones((3, 4)))
+    assert Flux.Dense(3, 2)(x).dtype == jnp.float32
+
+
+@pytest.mark.parametrize("cast, half", [(Flux.f16, jnp.float16), (Flux.bf16, jnp.bfloat16)])
+def test_half_precision_keeps_batchnorm_instancenorm_groupnorm_in_float32(cast, half):
+    # Flux.jl test/utils.jl, "mixed-precision normalization" (Flux#2700)
+    rng = np.random.default_rng(1)
+    for lay, chs in ((Flux.BatchNorm(3), 3), (Flux.InstanceNorm(3, affine=True, track_stats=True), 3), (Flux.GroupNorm(4, 2), 4)):
+        h = cast(lay)
+        arrays = [v for v in jax.tree_util.tree_leaves(h) if hasattr(v, "dtype")]
+        assert arrays and all(v.dtype == jnp.float32 for v in arrays)
+        x = jnp.asarray(rng.normal(size=(4, 4, chs, 2)), jnp.float32)
+        y = h(cast(x))
+        assert y.dtype == half  # the data flows in half precision
+        np.testing.assert_allclose(y.astype(jnp.float32), Flux.f32(h)(cast(x).astype(jnp.float32)), rtol=0.02, atol=0.02)
+    assert all(v.dtype == half for v in jax.tree_util.tree_leaves(cast(Flux.LayerNorm(3))))
+    assert cast(Flux.Chain(Flux.Dense(2, 3), Flux.BatchNorm(3)))[1].gamma.dtype == jnp.float32
+
+
+def test_mixed_precision_batchnorm_trains_its_float32_statistics():
+    bn = Flux.f16(Flux.BatchNorm(2))
+    x = Flux.f16(jnp.asarray(np.random.default_rng(2).normal(loc=3.0, size=(2, 8)), jnp.float32))
+    (g,) = Flux.gradient(lambda m: jnp.sum(m(x).astype(jnp.float32) ** 2), bn)
+    assert bn.mu.dtype == jnp.float32
+    assert float(bn.mu[0]) == pytest.approx(0.1 * float(jnp.mean(x[0].astype(jnp.float32))), rel=1e-6)
+    assert g.gamma.dtype == jnp.float32
 
 
 def test_cpu_device_moves_models_and_arrays():

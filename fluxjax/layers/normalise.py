@@ -8,13 +8,14 @@ returned as auxiliary outputs and committed afterwards inside `gradient`, `fluxj
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import as_array, check_callable, match_eltype, name
+from .._checks import _param_dtype, as_array, check_callable, match_eltype, name
 from ..errors import DimensionMismatch, describe
 from ..functors import layer
 from ..init import ones32, zeros32
@@ -86,6 +87,24 @@ def _norm_show(name, lay, extra=""):
     return s + ")"
 
 
+def _mixed_precision(call: Callable) -> Callable:
+    """Half-precision data (float16, bfloat16) into a layer whose arrays are float32, as `f16`/`bf16`
+    leave the normalisation layers (Flux's mixed precision): normalise in float32 (statistics included)
+    and hand the result back in the data's type. Any other input goes through `match_eltype`."""
+
+    @functools.wraps(call)
+    def wrapped(self, x):
+        x = match_eltype(self, x)
+        if x.dtype in _HALF and _param_dtype(self) == jnp.float32:
+            return call(self, x.astype(jnp.float32)).astype(x.dtype)
+        return call(self, x)
+
+    return wrapped
+
+
+_HALF = (jnp.dtype(jnp.float16), jnp.dtype(jnp.bfloat16))
+
+
 @layer(trainable=("beta", "gamma"), state=("mu", "sigma2"))
 class BatchNorm:
     """Batch normalisation over all axes but the channel axis (second to last: `(C, N)`, `(W, H, C, N)`).
@@ -106,8 +125,8 @@ class BatchNorm:
                  eps: float = 1e-5, momentum: float = 0.1):
         _init_norm(self, "BatchNorm", chs, sigma, init_beta, init_gamma, affine, track_stats, active, eps, momentum)
 
+    @_mixed_precision
     def __call__(self, x):
-        x = match_eltype(self, x)
         _channels(self, x, self.chs)
         if x.ndim > 2:  # images: computed channels-last, as the convolutions (see nnlib/_layout.py)
             return from_last(self._normalise(to_last(x), x.ndim - 1, x))
@@ -161,8 +180,8 @@ class InstanceNorm:
                  eps: float = 1e-5, momentum: float = 0.1):
         _init_norm(self, "InstanceNorm", chs, sigma, init_beta, init_gamma, affine, track_stats, active, eps, momentum)
 
+    @_mixed_precision
     def __call__(self, x):
-        x = match_eltype(self, x)
         if x.ndim < 3:
             raise DimensionMismatch(f"layer {name(self)} needs an input with spatial axes (W, ..., C, N), got {describe(x)}")
         _channels(self, x, self.chs)
@@ -212,8 +231,8 @@ class GroupNorm:
         self.chs = chs
         self.G = G
 
+    @_mixed_precision
     def __call__(self, x):
-        x = match_eltype(self, x)
         _channels(self, x, self.chs)
         G = self.G
         g = x.reshape(*x.shape[:-2], G, self.chs // G, x.shape[-1])
@@ -356,3 +375,6 @@ class AlphaDropout:
 
     def _show(self):
         return f"AlphaDropout({self.p})"
+
+
+KEEP_FLOAT32 = (BatchNorm, InstanceNorm, GroupNorm)  # what `f16`/`bf16` leave in float32 (Flux's mixed precision)

@@ -133,7 +133,7 @@ def _check_scalar(y, name):
 
 
 def _differentiable_output(y) -> bool:
-    return np.issubdtype(getattr(y, "dtype", None) or np.result_type(y), np.inexact)
+    return jnp.issubdtype(getattr(y, "dtype", None) or np.result_type(y), jnp.inexact)
 
 
 def _run_vjp(plan: _Plan, first_only):

@@ -90,14 +90,15 @@ def _dynamic_leaf(v) -> bool:
     """A leaf `adjoint` passes to `jax.custom_vjp`: numeric arrays (tracers and PRNG keys included) and
     real or complex Python numbers. Everything else is static."""
     if is_array(v):
-        return jax.dtypes.issubdtype(v.dtype, jax.dtypes.extended) or v.dtype.kind in "biufc"
+        extended = jax.dtypes.issubdtype(v.dtype, jax.dtypes.extended)
+        return extended or v.dtype.kind in "biufc" or jnp.issubdtype(v.dtype, jnp.inexact)
     return isinstance(v, (float, complex, np.inexact)) and not isinstance(v, bool)
 
 
 def _no_tangent(a) -> bool:
     """An integer, boolean or PRNG-key array: its cotangent is float0, JAX ignores what a rule gives."""
     return is_array(a) and (
-        jax.dtypes.issubdtype(a.dtype, jax.dtypes.extended) or not np.issubdtype(a.dtype, np.inexact)
+        jax.dtypes.issubdtype(a.dtype, jax.dtypes.extended) or not jnp.issubdtype(a.dtype, jnp.inexact)
     )
 
 
