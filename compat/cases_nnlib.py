@@ -1045,3 +1045,80 @@ def case_scatter_gradient():
             _fd_check(lambda xs, op=name: N.scatter(op, xs, _SC_IDX), src, rtol=1e-5)
     for name in ("*", "/"):
         _fd_check(lambda xs, op=name: N.scatter(op, xs, np.array([3, 1, 2, 2]) - 1), [10, 100, 1000, 1.0], rtol=1e-5)
+
+
+@case(
+    names=("∇softmax", "∇logsoftmax", "softmax", "logsoftmax"),
+    source="NNlib.jl test/softmax.jl",
+    julia="""
+    xs = Float32[1 2 3; 1000 2000 3000]
+    y = logsoftmax(xs)
+    @test ∇logsoftmax(ones(Float32, size(xs)), y) ≈ Float32[1 1 1; -1 -1 -1]
+    y = softmax(xs)
+    @test ∇softmax(ones(Float32, size(xs)), y) ≈ zeros(Float32, size(xs))
+    # These values precalculated using PyTorch's nn.LogSoftmax
+    xs = [-0.238639 0.748142 -0.283194 -0.525461 -1.5348 -0.797842
+          0.690384 0.211427 0.254794 -0.213572 -0.314174 -0.372663
+          -1.146370 -0.577988 0.718952 0.919720 -0.620773 0.929977]
+    ys = [0.237703 -0.621474 0.448193 0.546047 0.564185 0.632273
+          -0.930163 0.0519798 0.0549979 0.3799 -0.477112 0.437428
+          0.69246 0.569494 -0.503191 -0.925947 -0.0870738 -1.0697]
+    y = logsoftmax(xs)
+    @test ∇logsoftmax(ones(size(xs)), y) ≈ ys rtol = 1e-6
+    y = softmax(xs)
+    @test ∇softmax(ones(size(xs)), y) ≈ zeros(size(xs)) atol = 1e-6
+    """,
+)
+def case_grad_softmax():
+    xs = jnp.array(rows([1, 2, 3], [1000, 2000, 3000]), jnp.float32)
+    close(N.grad_logsoftmax(jnp.ones(xs.shape), N.logsoftmax(xs)), rows([1, 1, 1], [-1, -1, -1]))
+    close(N.grad_softmax(jnp.ones(xs.shape), N.softmax(xs)), np.zeros(xs.shape), atol=1e-6)
+    xs = np.array([[-0.238639, 0.748142, -0.283194, -0.525461, -1.5348, -0.797842],
+                   [0.690384, 0.211427, 0.254794, -0.213572, -0.314174, -0.372663],
+                   [-1.146370, -0.577988, 0.718952, 0.919720, -0.620773, 0.929977]])
+    ys = np.array([[0.237703, -0.621474, 0.448193, 0.546047, 0.564185, 0.632273],
+                   [-0.930163, 0.0519798, 0.0549979, 0.3799, -0.477112, 0.437428],
+                   [0.69246, 0.569494, -0.503191, -0.925947, -0.0870738, -1.0697]])
+    with jax.enable_x64(True):
+        close(N.grad_logsoftmax(np.ones(xs.shape), N.logsoftmax(jnp.asarray(xs))), ys, rtol=1e-5)
+        close(N.grad_softmax(np.ones(xs.shape), N.softmax(jnp.asarray(xs))), np.zeros(xs.shape), atol=1e-6)
+
+
+@case(
+    names=("glu",),
+    source="NNlib.jl test/functions.jl",
+    julia="""
+    x = [1 2 3; 4 5 6; 7 8 9; 10 11 12]
+    @test ceil.(glu(x, 1)) == [1 2 3; 4 5 6]
+    @test_throws AssertionError glu(x, 2)
+    gradtest(glu, rand(rng, 4, 3))
+    """,
+)
+def case_glu():
+    x = jnp.array(rows([1, 2, 3], [4, 5, 6], [7, 8, 9], [10, 11, 12]), jnp.float32)
+    equal(jnp.ceil(N.glu(x, 0)), rows([1, 2, 3], [4, 5, 6]))
+    raises(ValueError, N.glu, x, 1)
+    r = np.random.default_rng(17).random((4, 3))
+    w = np.random.default_rng(18).normal(size=(2, 3))
+    with jax.enable_x64(True):  # gradtest: the gradient against central finite differences
+        g = jax.grad(lambda z: jnp.sum(N.glu(z, 0) * w))(jnp.asarray(r))
+    glu_np = lambda z: np.sum(z[:2] / (1 + np.exp(-z[2:])) * w)
+    eps, fd = 1e-6, np.zeros_like(r)
+    for i in np.ndindex(r.shape):
+        d = np.zeros_like(r)
+        d[i] = eps
+        fd[i] = (glu_np(r + d) - glu_np(r - d)) / (2 * eps)
+    close(g, fd, rtol=1e-6, atol=1e-9)
+
+
+@case(
+    names=("thresholdrelu", "trelu"),
+    source="NNlib.jl src/activations.jl (const thresholdrelu = trelu)",
+    julia="""
+    const thresholdrelu = trelu
+    @test thresholdrelu(1.0) == 0 && thresholdrelu(2.0) == 2.0
+    """,
+)
+def case_thresholdrelu():
+    assert N.thresholdrelu is N.trelu
+    equal(N.thresholdrelu(jnp.array([1.0, 2.0])), [0.0, 2.0])

@@ -464,3 +464,49 @@ def case_pushforward():
     close(D(lambda x: pow(x, 3), 2), 12)
     close(D(lambda x: jnp.abs(x + 2j), 1), Z.gradient(lambda x: jnp.abs(x + 2j), 1.0)[0])
     close(D(lambda x: jnp.abs(x + 2j), 1), 1 / np.sqrt(5))
+
+
+@case(
+    names=("hessian_reverse", "hessian"),
+    source="Zygote.jl test/utils.jl",
+    julia="""
+    @testset "hessian: $hess" for hess in [hessian_dual, hessian_reverse]
+      @test hess(x -> x[1]*x[2], randn(2)) ≈ [0 1; 1 0]
+      @test hess(x -> sum(x.^3), [1 2; 3 4]) ≈ Diagonal([6, 18, 12, 24])
+      @test hess(sin, pi/2) ≈ -1
+    """,
+)
+def case_hessian_reverse():
+    for hess in (Z.hessian, Z.hessian_reverse):
+        close(hess(lambda x: x[0] * x[1], jnp.array([0.3, -1.2])), rows([0, 1], [1, 0]))
+        close(hess(lambda x: jnp.sum(x**3), jnp.array(rows([1, 2], [3, 4]))), np.diag([6.0, 18, 12, 24]))
+        close(hess(jnp.sin, np.pi / 2), -1.0)
+
+
+@case(
+    names=("isderiving", "gradient"),
+    source="Zygote.jl test/tools.jl",
+    julia="""
+    function f(x)
+      if Zygote.isderiving(x)
+        x^2
+      else
+        2x^2
+      end
+    end
+    gs = gradient(4) do x
+      gradient(x) do y
+        f(y)
+      end[1]
+    end
+    @test gs == (2,)
+    f56(p) = sum(Tester(p).cpu_offload .* p)   # cpu_offload = isderiving(p) ? 0.0 : 0.2
+    @test gradient(f56, [1.0])[1] == [0.]
+    """,
+)
+def case_isderiving():
+    f = lambda x: x**2 if Z.isderiving(x) else 2 * x**2
+    equal(Z.gradient(lambda x: Z.gradient(f, x)[0], 4.0)[0], 2.0)
+    assert f(3.0) == 18.0  # outside a gradient
+    f56 = lambda p: jnp.sum((0.0 if Z.isderiving(p) else 0.2) * p)
+    equal(Z.gradient(f56, jnp.array([1.0]))[0], [0.0])

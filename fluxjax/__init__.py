@@ -103,6 +103,9 @@ from .nnlib import gelu as gelu
 from .nnlib import gelu_erf as gelu_erf
 from .nnlib import gelu_sigmoid as gelu_sigmoid
 from .nnlib import gelu_tanh as gelu_tanh
+from .nnlib import glu as glu
+from .nnlib import grad_logsoftmax as grad_logsoftmax
+from .nnlib import grad_softmax as grad_softmax
 from .nnlib import hardsigmoid as hardsigmoid
 from .nnlib import hardswish as hardswish
 from .nnlib import hardtanh as hardtanh
@@ -139,6 +142,7 @@ from .nnlib import swish as swish
 from .nnlib import tanh as tanh
 from .nnlib import tanh_fast as tanh_fast
 from .nnlib import tanhshrink as tanhshrink
+from .nnlib import thresholdrelu as thresholdrelu
 from .nnlib import trelu as trelu
 from .nnlib import upsample_bilinear as upsample_bilinear
 from .nnlib import upsample_linear as upsample_linear
@@ -205,8 +209,10 @@ from .zygote import dropgrad as dropgrad
 from .zygote import forwarddiff as forwarddiff
 from .zygote import gradient as gradient
 from .zygote import hessian as hessian
+from .zygote import hessian_reverse as hessian_reverse
 from .zygote import hook as hook
 from .zygote import ignore as ignore
+from .zygote import isderiving as isderiving
 from .zygote import jacobian as jacobian
 from .zygote import params as params
 from .zygote import pullback as pullback

@@ -697,6 +697,25 @@ def test_hessian_docstrings():
          np.array([[-0.16, -0.12], [-0.12, 0.16]]), rtol=1e-5)
 
 
+def test_hessian_reverse_equals_hessian_on_a_non_diagonal_case():
+    # Zygote.jl test/utils.jl runs the same cases through hessian_dual and hessian_reverse
+    f = lambda x: jnp.sum(jnp.sin(x) * x[::-1] ** 2) + x[0] * x[1] ** 3
+    x = jnp.array([0.3, -1.2, 0.7])
+    H = fluxjax.hessian_reverse(f, x)
+    same(H, hessian(f, x), rtol=1e-6)
+    same(H, H.T, rtol=1e-6)
+    same(fluxjax.hessian_reverse(jnp.sin, math.pi / 2), -1.0)
+    with pytest.raises(TypeError, match=r"hessian_reverse\(f, x\)"):
+        fluxjax.hessian_reverse(lambda a, b: a * b, (1.0, 2.0))
+
+
+def test_isderiving_is_true_inside_gradient_also_nested():
+    # Zygote.jl test/tools.jl "isderiving": gradient(x -> gradient(f, x)[1], 4) == (2,)
+    f = lambda x: x**2 if fluxjax.isderiving(x) else 2 * x**2
+    assert f(3.0) == 18.0 and not fluxjax.isderiving()
+    same(fluxjax.gradient(lambda x: fluxjax.gradient(f, x)[0], 4.0)[0], 2.0)
+
+
 def test_hessian_of_number_is_number():
     # Zygote.jl/src/lib/grad.jl:98  hessian(sin, pi/2) == -1.0: a number for a number (hessian_dual(f, x::Number)
     # is ForwardDiff.derivative of the gradient), a matrix for a vector

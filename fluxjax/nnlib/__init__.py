@@ -34,6 +34,7 @@ from .activations import (
     tanh,
     tanh_fast,
     tanhshrink,
+    thresholdrelu,
     trelu,
 )
 from .batched import batched_adjoint, batched_mul, batched_transpose, batched_vec
@@ -50,10 +51,11 @@ from .conv import (
 )
 from .dropout import dropout
 from .gather import gather, scatter
+from .glu import glu
 from .normalise import normalise
 from .padding import pad_circular, pad_constant, pad_reflect, pad_repeat, pad_symmetric, pad_zeros
 from .pooling import lpnormpool, maxpool, meanpool
-from .softmax import logsoftmax, logsumexp, softmax
+from .softmax import grad_logsoftmax, grad_softmax, logsoftmax, logsumexp, softmax
 from .upsample import pixel_shuffle, upsample_bilinear, upsample_linear, upsample_nearest, upsample_trilinear
 
 __all__ = [
@@ -61,9 +63,9 @@ __all__ = [
     "sigmoid", "sigmoid_fast", "hardsigmoid", "logsigmoid", "hardtanh", "relu", "leakyrelu",
     "relu6", "rrelu", "elu", "gelu", "gelu_tanh", "gelu_erf", "gelu_sigmoid", "swish",
     "hardswish", "lisht", "selu", "celu", "trelu", "softplus", "softsign", "logcosh", "mish",
-    "tanhshrink", "softshrink", "tanh_fast", "tanh",
+    "tanhshrink", "softshrink", "tanh_fast", "tanh", "thresholdrelu", "glu",
     # softmax, normalise
-    "softmax", "logsoftmax", "logsumexp", "normalise",
+    "softmax", "logsoftmax", "logsumexp", "grad_softmax", "grad_logsoftmax", "normalise",
     # convolution
     "conv", "crosscor", "depthwiseconv", "conv_transpose", "same_pad", "conv_output_size",
     "conv_transpose_output_size", "grad_conv_data", "grad_conv_filter",

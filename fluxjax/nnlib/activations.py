@@ -212,6 +212,9 @@ def trelu(x: ArrayLike, theta: float = 1.0) -> jax.Array:
     return jnp.where(x <= theta, jnp.zeros_like(x), x)
 
 
+thresholdrelu = trelu  # NNlib's alias
+
+
 def softplus(x: ArrayLike) -> jax.Array:
     """`softplus(x) = log(1 + exp(x))`, as `logaddexp(x, 0)`: stable and smooth at 0."""
     return jnp.logaddexp(_float(x), 0.0)
@@ -251,6 +254,6 @@ def softshrink(x: ArrayLike, lambd: float = 0.5) -> jax.Array:
 __all__ = [
     "sigmoid", "sigmoid_fast", "hardsigmoid", "logsigmoid", "hardtanh", "relu", "leakyrelu",
     "relu6", "rrelu", "elu", "gelu", "gelu_tanh", "gelu_erf", "gelu_sigmoid", "swish",
-    "hardswish", "lisht", "selu", "celu", "trelu", "softplus", "softsign", "logcosh", "mish",
+    "hardswish", "lisht", "selu", "celu", "trelu", "thresholdrelu", "softplus", "softsign", "logcosh", "mish",
     "tanhshrink", "softshrink", "tanh_fast", "tanh",
 ]

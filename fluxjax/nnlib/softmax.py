@@ -67,6 +67,23 @@ def logsoftmax(x: jax.typing.ArrayLike, dims: Dims = 0) -> jax.Array:
     return z - jnp.log(jnp.sum(jnp.exp(z), axis=axes, keepdims=True))
 
 
+def grad_softmax(dy: jax.typing.ArrayLike, y: jax.typing.ArrayLike, dims: Dims = 0) -> jax.Array:
+    """NNlib's `∇softmax(dy, y; dims)`: the gradient of `softmax` at its output `y = softmax(x, dims)`
+    for the cotangent `dy`, `y .* (dy .- sum(dy .* y; dims))`; `(m, n), (m, n) -> (m, n)`."""
+    dy, y = jnp.asarray(dy), jnp.asarray(y)
+    axes = _prepare("grad_softmax", y, dims)[1]
+    dx = dy * y
+    return dx - y * jnp.sum(dx, axis=axes, keepdims=True)
+
+
+def grad_logsoftmax(dy: jax.typing.ArrayLike, y: jax.typing.ArrayLike, dims: Dims = 0) -> jax.Array:
+    """NNlib's `∇logsoftmax(dy, y; dims)`: the gradient of `logsoftmax` at its output
+    `y = logsoftmax(x, dims)` for the cotangent `dy`, `dy .- sum(dy; dims) .* exp.(y)`."""
+    dy, y = jnp.asarray(dy), jnp.asarray(y)
+    axes = _prepare("grad_logsoftmax", y, dims)[1]
+    return dy - jnp.sum(dy, axis=axes, keepdims=True) * jnp.exp(y)
+
+
 def logsumexp(x: jax.typing.ArrayLike, dims: Dims = None) -> jax.Array:
     """`logsumexp(x; dims) = log.(sum(exp.(x); dims))`, stable; `dims=None` returns a scalar.
 

@@ -17,6 +17,7 @@ from .api import WithGradient as WithGradient
 from .api import diaghessian as diaghessian
 from .api import gradient as gradient
 from .api import hessian as hessian
+from .api import hessian_reverse as hessian_reverse
 from .api import jacobian as jacobian
 from .api import pullback as pullback
 from .api import pushforward as pushforward
@@ -29,6 +30,7 @@ from .control import forwarddiff as forwarddiff
 from .control import hook as hook
 from .control import ignore as ignore
 from .control import ignore_derivatives as ignore_derivatives
+from .control import isderiving as isderiving
 from .implicit import Grads as Grads
 from .implicit import Params as Params
 from .implicit import params as params

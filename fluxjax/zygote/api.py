@@ -101,12 +101,23 @@ def jacobian(f: Callable, *args) -> Any:
 def hessian(f: Callable, x) -> Any:
     """Zygote's `hessian` of a scalar function of one argument, with linear (column-major)
     indexing: `hessian(lambda x: jnp.sum(x**3), jnp.array([[1., 2], [3, 4]]))` is
-    `diag([6, 18, 12, 24])`. For a number `x` it is a number: `hessian(jnp.sin, jnp.pi / 2) == -1.0`."""
-    plan = _plan(f, (x,), "hessian")
+    `diag([6, 18, 12, 24])`. For a number `x` it is a number: `hessian(jnp.sin, jnp.pi / 2) == -1.0`.
+    Forward over reverse mode, as Zygote's."""
+    return _hessian(f, x, "hessian", jax.hessian)
+
+
+def hessian_reverse(f: Callable, x) -> Any:
+    """Zygote's `hessian_reverse`: `hessian` computed reverse over reverse (the Jacobian of the
+    gradient). The same numbers; slower, for functions forward mode cannot go through."""
+    return _hessian(f, x, "hessian_reverse", lambda g: jax.jacrev(jax.grad(g)))
+
+
+def _hessian(f: Callable, x, fn: str, second: Callable) -> Any:
+    plan = _plan(f, (x,), fn)
     if len(plan.primals) != 1:
-        raise TypeError("hessian(f, x): x must be a single number or float array")
+        raise TypeError(f"{fn}(f, x): x must be a single number or float array")
     x0 = plan.primals[0]
-    H = jax.hessian(lambda z: plan.fx(z)[0])(x0)
+    H = second(lambda z: plan.fx(z)[0])(x0)
     if np.ndim(x0) == 0:  # Zygote: a number for a number, `hessian(sin, pi/2) == -1.0`
         return jnp.reshape(H, ())
     return _vec_jacobian(H, np.shape(x0), np.shape(x0))

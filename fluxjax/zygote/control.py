@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..functors import is_array
+from ..state import within_gradient
 
 
 def dropgrad(x: Any) -> Any:
@@ -55,3 +56,9 @@ def forwarddiff(f: Callable, x: Any) -> Any:
     dx = x - x0
     lin = jnp.tensordot(J, dx, axes=np.ndim(x)) if np.ndim(x) else J * dx
     return y0 + lin
+
+
+def isderiving(*_: Any) -> bool:
+    """Zygote's `isderiving()`: True while a gradient is being taken (inside `gradient`, `pullback`,
+    `withgradient`, `train_`), False otherwise; `within_gradient` by Zygote's name."""
+    return within_gradient()

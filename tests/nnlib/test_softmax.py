@@ -103,3 +103,15 @@ def test_number_input_is_an_error():
     for f in (softmax, logsoftmax, logsumexp):
         with pytest.raises(TypeError, match="expects an array"):
             f(1.0)
+
+
+@pytest.mark.parametrize("dims", [0, 1, (0, 1)])
+def test_grad_softmax_and_grad_logsoftmax_are_the_pullbacks(dims):
+    # NNlib's ∇softmax(dy, y; dims) / ∇logsoftmax(dy, y; dims) equal the vjp at y = softmax(x)
+    from fluxjax.nnlib import grad_logsoftmax, grad_softmax
+
+    rng = np.random.default_rng(4)
+    x, dy = (jnp.asarray(rng.normal(size=(3, 5)), jnp.float32) for _ in range(2))
+    for f, grad_f in ((softmax, grad_softmax), (logsoftmax, grad_logsoftmax)):
+        y, back = jax.vjp(lambda z, f=f: f(z, dims=dims), x)
+        np.testing.assert_allclose(grad_f(dy, y, dims=dims), back(dy)[0], rtol=1e-5, atol=1e-6)
