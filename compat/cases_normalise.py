@@ -458,3 +458,48 @@ def case_groupnorm_sigmoid():
     fluxjax.trainmode_(GN)
     x = jl(range(1, 2 * 2 * 4 * 5 + 1), (2, 2, 4, 5), np.float32)  # Julia: (2,2,3,4,5); 2-D here
     close(IN(x), GN(x), atol=1e-5)
+
+
+@case(
+    names=("WeightNorm", "remove_weight_norms", "gradient"),
+    source="Flux.jl test/test_common/normalization.jl",
+    julia="""
+    x = rand(Float32, 1, 3)
+    mn = WeightNorm(Dense(1 => 2))
+    m = Flux.remove_weight_norms(mn)
+    @test m(x) ≈ mn(x)
+    @test_throws "does not have field" WeightNorm(m, :weights)
+    @test_throws "is all zero" WeightNorm(m, :bias)
+    og = gradient(m -> sum(m(x)), m)[1]
+    g = gradient(mn -> sum(mn(x)), mn)[1]
+    v = mn.layer.weight; v = v ./ sqrt.(sum(abs2, v; dims=2) .+ eps(Float32))
+    @test (og.weight .* v) ≈ g.g
+    @test (og.weight .* mn.g .- mn.g .* g.g .* v) ≈ g.layer.weight atol=1f-6
+    c = Chain(WeightNorm(Conv((3,), 1 => 2)), Conv((3,), 2 => 2), WeightNorm(Conv((3,), 2 => 3)),
+              x -> reshape(x, 18, :), WeightNorm(Dense(18, 4)), Dense(4, 1))
+    oc = Flux.remove_weight_norms(c)
+    @test oc[1] isa Conv && oc[3] isa Conv && oc[5] isa Dense
+    x = rand(Float32, 12, 1, 1)
+    @test c(x) ≈ oc(x)
+    """,
+)
+def case_weightnorm():
+    x = fluxjax.rand32(1, 3)
+    mn = fluxjax.WeightNorm(Dense(1, 2))
+    m = fluxjax.remove_weight_norms(mn)
+    close(m(x), mn(x))
+    raises(ValueError, fluxjax.WeightNorm, m, "weights")
+    raises(ValueError, fluxjax.WeightNorm, m, "bias")
+    (og,) = fluxjax.gradient(lambda m: jnp.sum(m(x)), m)
+    (g,) = fluxjax.gradient(lambda mn: jnp.sum(mn(x)), mn)
+    v = mn.layer.weight
+    v = v / jnp.sqrt(jnp.sum(v**2, axis=1, keepdims=True) + jnp.finfo(jnp.float32).eps)
+    close(og.weight * v, g.g, rtol=1e-5)
+    close(og.weight * mn.g - mn.g * g.g * v, g.layer.weight, atol=1e-6)
+    c = Chain(fluxjax.WeightNorm(fluxjax.Conv((3,), (1, 2))), fluxjax.Conv((3,), (2, 2)),
+              fluxjax.WeightNorm(fluxjax.Conv((3,), (2, 3))), lambda x: x.reshape(18, -1),
+              fluxjax.WeightNorm(Dense(18, 4)), Dense(4, 1))
+    oc = fluxjax.remove_weight_norms(c)
+    assert isinstance(oc[0], fluxjax.Conv) and isinstance(oc[2], fluxjax.Conv) and isinstance(oc[4], Dense)
+    x = fluxjax.rand32(12, 1, 1)
+    close(c(x), oc(x), rtol=1e-5, atol=1e-6)

@@ -88,6 +88,8 @@ from .layers.recurrent import RNNCell as RNNCell
 from .layers.recurrent import initialstates as initialstates
 from .layers.upsample import PixelShuffle as PixelShuffle
 from .layers.upsample import Upsample as Upsample
+from .layers.weight_norm import WeightNorm as WeightNorm
+from .layers.weight_norm import remove_weight_norms as remove_weight_norms
 from .nnlib import batched_adjoint as batched_adjoint
 from .nnlib import batched_mul as batched_mul
 from .nnlib import batched_transpose as batched_transpose
