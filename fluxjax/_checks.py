@@ -51,8 +51,8 @@ def as_array(layer, x):
 def match_eltype(layer, x, dtype=None):
     """Convert `x` to the layer's float type, as Flux: Float64 into a Float32 layer warns once (per
     layer type) and computes in Float32; integer and Bool input converts silently, and so does any
-    input to a bfloat16 layer. `dtype=None` means
-    the dtype of the layer's own float arrays (float32 for integer input to a layer without any)."""
+    input to a bfloat16 layer. `dtype=None` means the dtype of the layer's own float arrays (float32
+    for integer input to a layer without any)."""
     x = as_array(layer, x)
     xd = x.dtype
     if dtype is None:

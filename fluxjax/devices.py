@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 
 from .functors import fmap, is_array
+from .layers.normalise import KEEP_FLOAT32
 
 BFloat16 = jnp.bfloat16  # Julia's BFloat16 (BFloat16s.jl), which Flux re-exports
 
@@ -40,8 +41,6 @@ def _half(m: Any, dtype) -> Any:
     """Flux's half-precision cast: `BatchNorm`, `InstanceNorm` and `GroupNorm` keep their statistics
     and affine parameters in float32 (mixed precision: the data through them stays half, see
     fluxjax/layers/normalise.py); every other float array becomes `dtype`."""
-    from .layers.normalise import KEEP_FLOAT32
-
     keep = lambda v: isinstance(v, KEEP_FLOAT32)
     return fmap(lambda v: f32(v) if keep(v) else _cast(dtype)(v), m, exclude=lambda v: keep(v) or is_array(v))
 
