@@ -742,6 +742,23 @@ def case_bf16_and_mixed_precision_norms():
 
 
 @case(
+    names=("get_device", "cpu_device"),
+    source="Flux.jl src/devices.jl (get_device(x) = MLDataDevices.get_device(x)) and MLDataDevices' docstring",
+    julia="""
+    m = Chain(Dense(2 => 3), BatchNorm(3))
+    @test get_device(m) == cpu_device()          # CPUDevice()
+    @test get_device(rand(Float32, 2)) == cpu_device()
+    @test get_device((1, "a")) === nothing         # no arrays: the device is not determined
+    """,
+)
+def case_get_device():
+    m = Chain(Dense(2, 3), fluxjax.BatchNorm(3))
+    assert fluxjax.get_device(m) == fluxjax.cpu_device()
+    assert fluxjax.get_device(np.random.rand(2).astype(np.float32)) == fluxjax.cpu_device()
+    assert fluxjax.get_device((1, "a")) is None
+
+
+@case(
     names=("onehot", "onehotbatch"),
     source=ONEHOT,
     julia="""

@@ -26,6 +26,7 @@ from .devices import cpu_device as cpu_device
 from .devices import f16 as f16
 from .devices import f32 as f32
 from .devices import f64 as f64
+from .devices import get_device as get_device
 from .devices import gpu as gpu
 from .devices import gpu_device as gpu_device
 from .errors import DimensionMismatch as DimensionMismatch

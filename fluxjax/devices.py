@@ -8,6 +8,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .functors import fmap, is_array
 from .layers.normalise import KEEP_FLOAT32
@@ -133,3 +134,24 @@ def gpu_device(ordinal: int | None = None, *, force: bool = False) -> AbstractDe
     if not 0 <= ordinal < len(accel):
         raise ValueError(f"gpu_device: ordinal {ordinal} is out of range; JAX sees {len(accel)} accelerator(s)")
     return AcceleratorDevice(accel[ordinal])
+
+
+def get_device(x: Any) -> AbstractDevice | None:
+    """MLDataDevices' `get_device(x)`: the device holding every array in `x` (a model, an array, a
+    container), as the callable device object `cpu_device()`/`gpu_device()` return; `None` when `x`
+    holds no arrays. NumPy arrays count as the CPU. Arrays on several devices raise a ValueError."""
+    found: set = set()
+    for a in jax.tree_util.tree_leaves(x):
+        if isinstance(a, jax.Array):
+            found |= set(a.devices())
+        elif isinstance(a, np.ndarray):
+            found.add(jax.devices("cpu")[0])
+    if not found:
+        return None
+    if len(found) > 1:
+        names = ", ".join(sorted(str(d) for d in found))
+        raise ValueError(f"get_device: the arrays are on {len(found)} devices ({names}); "
+                         "move them to one with cpu_device() or gpu_device(), or read the shardings directly")
+    (dev,) = found
+    return CPUDevice() if dev.platform == "cpu" else AcceleratorDevice(dev)
+

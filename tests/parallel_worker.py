@@ -284,6 +284,7 @@ def check_errors(mesh):
         "divisible_error": lambda: parallel.shard_(mlp(), mesh, rules={"layers[1].weight": P("data", None)}),
         "axis_error": lambda: parallel.shard_(mlp(), mesh, rules={"weight": P("model", None)}),
         "mesh_error": lambda: parallel.device_mesh(data=3),
+        "get_device_error": lambda: Flux.get_device([jax.device_put(jnp.ones(2), d) for d in jax.devices()[:2]]),
     }.items():
         try:
             fn()

@@ -93,6 +93,15 @@ def test_mixed_precision_batchnorm_trains_its_float32_statistics():
     assert g.gamma.dtype == jnp.float32
 
 
+def test_get_device_names_the_device_of_a_model_or_array():
+    m = Flux.Chain(Flux.Dense(2, 3), Flux.BatchNorm(3))
+    assert Flux.get_device(m) == Flux.CPUDevice() == Flux.get_device(np.ones(2))
+    assert Flux.get_device(Flux.cpu_device()(m)) == Flux.cpu_device()
+    assert Flux.get_device((1, "a", None)) is None
+    dev = Flux.get_device({"w": jnp.ones(2)})
+    assert dev(np.ones(2)).devices() == {jax.devices()[0]}
+
+
 def test_cpu_device_moves_models_and_arrays():
     dev = Flux.cpu_device()
     assert isinstance(dev, Flux.CPUDevice) and dev == Flux.CPUDevice()

@@ -147,6 +147,8 @@ def test_bad_input_errors(report):
     assert "layers[1].weight" in r["divisible_error"] and "8 does not divide 3" in r["divisible_error"]
     assert "'model'" in r["axis_error"] and "('data',)" in r["axis_error"]
     assert "3 devices" in r["mesh_error"] and "8 were given" in r["mesh_error"]
+    e = r["get_device_error"]  # MLDataDevices' get_device on arrays that sit on two devices
+    assert e is not None and "2 devices (cpu:0, cpu:1)" in e and "cpu_device()" in e
 
 
 def test_shard_batches_dataloader(report):
