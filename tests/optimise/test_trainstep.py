@@ -1,7 +1,6 @@
 """`trainstep_` and `trainstep_withgradient_`: Flux's `trainstep!`/`trainstep_withgradient!`
 (Flux.jl src/train.jl, test/train.jl), compiled by default and eagerly with `jit=False`."""
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -9,19 +8,8 @@ import pytest
 import fluxjax as Flux
 from fluxjax.optimise import Adam, Momentum, setup, trainstep_, trainstep_withgradient_, update_
 from fluxjax.optimise.train import _compiled_step
-
-
-def _mlp():
-    Flux.seed_(0)
-    return Flux.Chain(Flux.Dense(2, 3, jnp.tanh), Flux.Dense(3, 1))
-
-
-X = jax.random.normal(jax.random.PRNGKey(0), (2, 16))
-Y = (X[0] * X[1])[None, :]
-
-
-def mse(m, x, y):
-    return jnp.mean((m(x) - y) ** 2)
+from tests.optimise.regression import X, Y, mse
+from tests.optimise.regression import mlp as _mlp
 
 
 @pytest.mark.parametrize("jit", [True, False])

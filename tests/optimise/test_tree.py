@@ -24,19 +24,8 @@ from fluxjax.optimise import (
     update,
     update_,
 )
-
-
-def _mlp():
-    Flux.seed_(0)
-    return Flux.Chain(Flux.Dense(2, 3, jnp.tanh), Flux.Dense(3, 1))
-
-
-X = jax.random.normal(jax.random.PRNGKey(0), (2, 16))
-Y = (X[0] * X[1])[None, :]
-
-
-def mse(m, x, y):
-    return jnp.mean((m(x) - y) ** 2)
+from tests.optimise.regression import X, Y, mse
+from tests.optimise.regression import mlp as _mlp
 
 
 def test_setup_mirrors_model_and_ties_share_a_leaf():
