@@ -48,26 +48,31 @@ def _apply(model, opt, g, writes) -> None:
     (implicit_update_ if isinstance(model, Params) else update_)(opt, model, g)
 
 
-def _step(loss, model, opt, d, check=None):
-    """One step: differentiate, `check` the loss, update. `model` is a model (with its state tree
-    `opt`) or a `Params` (with its `ImplicitState`). Returns `(loss, isfinite(loss))`."""
+def _step(loss, model, opt, d, check) -> None:
+    """One eager step: differentiate, `check` the loss (it raises to reject the step), update.
+    `model` is a model (with its state tree `opt`) or a `Params` (with its `ImplicitState`)."""
     val, g, writes = _differentiate(loss, model, d)
-    lval = _first(val)
-    if check is not None:
-        check(lval)
+    check(_first(val))
     _apply(model, opt, g, writes)
-    return lval, jnp.isfinite(lval)
+
+
+def _guarded_step(loss, model, opt, d, ok=True) -> tuple[Any, Any, Any]:
+    """Inside `fluxjax.jit`: one step whose every write is undone unless the loss is finite and `ok`.
+    Returns `(val, grad, ok and isfinite(loss))`."""
+    val, g, writes = _differentiate(loss, model, d)
+    _apply(model, opt, g, writes)
+    ok = jnp.logical_and(ok, jnp.isfinite(_first(val)))
+    guard_writes(ok)
+    return val, g, ok
 
 
 @_jit
 def _compiled(loss, model, sources, opt, d, ok):
-    """`_step` as one XLA program that undoes its writes unless the loss is finite and `ok` (every
-    earlier step's loss was finite). `sources` are the models behind a `Params`, passed so that their
-    arrays are traced inputs, not constants."""
-    lval, finite = _step(loss, model, opt, d)
-    ok = jnp.logical_and(ok, finite)
-    guard_writes(ok)
-    return lval, ok
+    """`train_`'s step as one XLA program, kept only when its loss is finite and `ok` (every earlier
+    step's loss was finite). `sources` are the models behind a `Params`, passed so that their arrays
+    are traced inputs, not constants."""
+    val, _, ok = _guarded_step(loss, model, opt, d, ok)
+    return _first(val), ok
 
 
 def trainstep_(loss: Callable, model: Any, batch: Any, opt_state: Any, *, jit: bool = True) -> Any:
@@ -109,16 +114,8 @@ def _one_step(loss, model, batch, opt_state, jit: bool, with_grad: bool) -> tupl
     return val, (g if with_grad else None)
 
 
-def _guarded_step(loss, model, opt, d) -> tuple[Any, Any]:
-    """Inside `fluxjax.jit`: the step, with every write undone unless the loss is finite."""
-    val, g, writes = _differentiate(loss, model, d)
-    _apply(model, opt, g, writes)
-    guard_writes(jnp.isfinite(_first(val)))
-    return val, g
-
-
 _compiled_step = _jit(lambda loss, model, opt, d: (_guarded_step(loss, model, opt, d)[0], None))
-_compiled_step_grad = _jit(_guarded_step)
+_compiled_step_grad = _jit(lambda loss, model, opt, d: _guarded_step(loss, model, opt, d)[:2])
 
 
 def _progress(data, enabled):
