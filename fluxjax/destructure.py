@@ -12,19 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
 from .errors import DimensionMismatch
-from .functors import fmap, is_array, is_layer, trainable
-
-
-def _numeric(x) -> bool:
-    """Optimisers.jl's `isnumeric`: float and complex arrays (not integer arrays nor PRNG keys)."""
-    if not is_array(x) or jax.dtypes.issubdtype(x.dtype, jax.dtypes.extended):
-        return False
-    return bool(jnp.issubdtype(x.dtype, jnp.inexact))
+from .functors import fmap, is_array, is_float_array, is_layer, trainable
 
 
 def _walk(x: Any, visit: Callable[[Any], None]) -> None:
@@ -39,7 +31,7 @@ def _walk(x: Any, visit: Callable[[Any], None]) -> None:
             for e in trainable(v).values():
                 go(e)
         elif is_array(v):
-            if _numeric(v):
+            if is_float_array(v):  # Optimisers.jl's `isnumeric`: not integer arrays nor PRNG keys
                 visit(v)
         elif isinstance(v, (list, tuple)):
             for e in v:

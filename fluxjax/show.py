@@ -4,10 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import jax
-import jax.numpy as jnp
-
-from .functors import is_array, is_layer, trainable
+from .functors import is_array, is_float_array, is_layer, trainable
 
 _COMMENT_COL = 40
 
@@ -25,14 +22,6 @@ def _arrays(v, out):
         for e in v.values():
             _arrays(e, out)
     return out
-
-
-def _is_float(x) -> bool:
-    """A float (or complex) array: counted as parameters. Typed PRNG keys (`jax.random.key`, dtype
-    `key<fry>`) and integer arrays are not."""
-    if jax.dtypes.issubdtype(x.dtype, jax.dtypes.extended):
-        return False
-    return bool(jnp.issubdtype(x.dtype, jnp.inexact))
 
 
 def _dedup(xs):
@@ -56,7 +45,7 @@ def counts(m: Any) -> tuple[list, list]:
             for e in trainable(v).values():
                 go(e, seen)
         elif is_array(v):
-            if _is_float(v):
+            if is_float_array(v):
                 train.append(v)
         elif isinstance(v, (list, tuple)):
             for e in v:
@@ -68,7 +57,7 @@ def counts(m: Any) -> tuple[list, list]:
     go(m, set())
     train = _dedup(train)
     ids = {id(x) for x in train}
-    other = [x for x in _dedup(_arrays(m, [])) if id(x) not in ids and _is_float(x)]
+    other = [x for x in _dedup(_arrays(m, [])) if id(x) not in ids and is_float_array(x)]
     return train, other
 
 
