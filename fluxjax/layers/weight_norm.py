@@ -6,7 +6,7 @@ from typing import Any
 
 import jax.numpy as jnp
 
-from ..functors import fmap, is_array, is_layer, layer
+from ..functors import fmap, is_array, is_layer, layer, state_fields
 from .containers import fn_name
 
 
@@ -38,7 +38,7 @@ class WeightNorm:
     def __init__(self, layer: Any, which: str = "weight", *, dims: int | tuple[int, ...] | None = -1):
         if not is_layer(layer):
             raise TypeError(f"WeightNorm: expected a layer to wrap, got {type(layer).__name__}")
-        if getattr(type(layer), "__fluxjax_state__", ()):
+        if state_fields(layer):
             raise TypeError(f"WeightNorm: {type(layer).__name__} has state fields; weight normalisation of "
                             "a layer with running statistics or keys is not supported")
         x = layer.__dict__.get(which)
