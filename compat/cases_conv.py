@@ -391,3 +391,104 @@ def case_outputsize():
     assert tuple(outputsize(AdaptiveMaxPool((2, 2)), (10, 10, 3, 1))) == (2, 2, 3, 1)
     assert tuple(outputsize(GlobalMeanPool(), (10, 10, 3, 1))) == (1, 1, 3, 1)
     raises(fluxjax.DimensionMismatch, outputsize, Conv((3, 3), (3, 16)), (10, 10, 4, 1))
+
+
+@case(
+    names=("@autosize", "Dense", "Chain", "Maxout", "SkipConnection", "Parallel", "Scale", "LayerNorm", "Bilinear", "BatchNorm", "Conv", "MeanPool", "SamePad"),
+    source=OUTPUTSIZE,
+    julia="""
+    m = @autosize (3,) Dense(_ => 4)
+    @test randn(3) |> m |> size == (4,)
+    m = @autosize (3, 1) Chain(Dense(_, 4), Dense(4 => 10), softmax)
+    @test randn(3, 5) |> m |> size == (10, 5)
+    m = @autosize (2, 3, 4, 5) Dense(_ => 10)  # goes by first dim, not 2nd-last
+    @test randn(2, 3, 4, 5) |> m |> size == (10, 3, 4, 5)
+    m = @autosize (9,) Dense(_ => div(_,2))
+    @test randn(9) |> m |> size == (4,)
+    m = @autosize (3,) Chain(one = Dense(_ => 4), two = softmax)  # needs kw
+    @test randn(3) |> m |> size == (4,)
+    m = @autosize (3, 45) Maxout(() -> Dense(_ => 6, tanh), 2)    # needs ->, block
+    @test randn(3, 45) |> m |> size == (6, 45)
+    # here Parallel gets two inputs, no problem:
+    m = @autosize (3,) Chain(SkipConnection(Dense(_ => 4), Parallel(vcat, Dense(_ => 5), Dense(_ => 6))), Flux.Scale(_))
+    @test randn(3) |> m |> size == (11,)
+    # like Dense, LayerNorm goes by the first dimension:
+    m = @autosize (3, 4, 5) LayerNorm(_)
+    @test rand(3, 6, 7) |> m |> size == (3, 6, 7)
+    m = @autosize (3, 3, 10) LayerNorm(_, _)  # does not check that sizes match
+    @test rand(3, 3, 10) |> m |> size == (3, 3, 10)
+    m = @autosize (3,) Flux.Bilinear(_ => 10)
+    @test randn(3) |> m |> size == (10,)
+    m = @autosize (3, 1) Flux.Bilinear(_ => 10)
+    @test randn(3, 4) |> m |> size == (10, 4)
+    m = @autosize (3,) SkipConnection(Dense(_ => _), Flux.Bilinear(_ => 10))  # Bilinear gets two inputs
+    @test randn(3, 4) |> m |> size == (10, 4)
+    # first docstring example
+    m = @autosize (3, 1) Chain(Dense(_ => 2, sigmoid), BatchNorm(_, affine=false))
+    @test randn(3, 4) |> m |> size == (2, 4)
+    # evil docstring example
+    img = [28, 28];
+    m = @autosize (img..., 1, 32) Chain(              # size is only needed at runtime
+           Chain(c = Conv((3,3), _ => 5; stride=2, pad=SamePad()),
+                 p = MeanPool((3,3)),
+                 b = BatchNorm(_),
+                 f = Flux.flatten),
+           Dense(_ => _÷4, relu, init=Flux.rand32),   # can calculate output size _÷4
+           SkipConnection(Dense(_ => _, relu), +),
+           Dense(_ => 10),
+        )
+    @test randn(Float32, img..., 1, 32) |> m |> size == (10, 32)
+    """,
+)
+def case_autosize():
+    from fluxjax import (
+        BatchNorm,
+        Bilinear,
+        LayerNorm,
+        Maxout,
+        MeanPool,
+        Parallel,
+        SamePad,
+        Scale,
+        SkipConnection,
+        autosize,
+        flatten,
+        softmax,
+    )
+
+    def randn(*s):
+        return jnp.asarray(np.random.default_rng(0).standard_normal(s), jnp.float32)
+
+    def vcat(*xs):
+        return jnp.concatenate(xs)
+
+    def size_of(m, x):
+        return tuple(m(x).shape)
+
+    m = autosize((3,), lambda _: Dense(_, 4))
+    assert size_of(m, randn(3)) == (4,) and m.weight.shape == (4, 3)
+    assert size_of(autosize((3, 1), lambda _: Chain(Dense(_, 4), Dense(4, 10), softmax)), randn(3, 5)) == (10, 5)
+    assert size_of(autosize((2, 3, 4, 5), lambda _: Dense(_, 10)), randn(2, 3, 4, 5)) == (10, 3, 4, 5)
+    m = autosize((9,), lambda _: Dense(_, _ // 2))
+    assert size_of(m, randn(9)) == (4,) and m.weight.shape == (4, 9)
+    assert size_of(autosize((3,), lambda _: Chain(one=Dense(_, 4), two=softmax)), randn(3)) == (4,)
+    assert size_of(autosize((3, 45), lambda _: Maxout(lambda: Dense(_, 6, jnp.tanh), 2)), randn(3, 45)) == (6, 45)
+    m = autosize((3,), lambda _: Chain(SkipConnection(Dense(_, 4), Parallel(vcat, Dense(_, 5), Dense(_, 6))), Scale(_)))
+    assert size_of(m, randn(3)) == (11,)
+    assert [d.weight.shape for d in m[0].connection.layers] == [(5, 4), (6, 3)]  # Parallel got (layer(x), x)
+    assert size_of(autosize((3, 4, 5), lambda _: LayerNorm(_)), randn(3, 6, 7)) == (3, 6, 7)
+    assert size_of(autosize((3, 3, 10), lambda _: LayerNorm(_, _)), randn(3, 3, 10)) == (3, 3, 10)
+    assert size_of(autosize((3,), lambda _: Bilinear((_, 10))), randn(3)) == (10,)
+    assert size_of(autosize((3, 1), lambda _: Bilinear((_, 10))), randn(3, 4)) == (10, 4)
+    assert size_of(autosize((3,), lambda _: SkipConnection(Dense(_, _), Bilinear((_, 10)))), randn(3, 4)) == (10, 4)
+    m = autosize((3, 1), lambda _: Chain(Dense(_, 2, fluxjax.sigmoid), BatchNorm(_, affine=False)))
+    assert size_of(m, randn(3, 4)) == (2, 4)
+    img = [28, 28]
+    m = autosize((*img, 1, 32), lambda _: Chain(
+        Chain(c=Conv((3, 3), (_, 5), stride=2, pad=SamePad()), p=MeanPool((3, 3)), b=BatchNorm(_), f=flatten),
+        Dense(_, _ // 4, relu, init=fluxjax.rand32),
+        SkipConnection(Dense(_, _, relu), lambda a, b: a + b),
+        Dense(_, 10),
+    ))
+    assert size_of(m, randn(*img, 1, 32)) == (10, 32)
+    assert m[0].c.weight.shape == (3, 3, 1, 5) and m[0].b.mu.shape == (5,) and m[1].weight.shape == (20, 80)

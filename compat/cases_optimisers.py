@@ -510,6 +510,51 @@ def case_accumgrad():
     close(m4["x"], m3["x"])
 
 
+
+@case(
+    names=("MixedPrecision", "Adam", "setup", "update", "adjust", "OptimiserChain"),
+    source=RULES_JL,
+    julia="""
+    @testset "MixedPrecision" begin
+      x = rand(Float16, 2)
+      opt_state = Optimisers.setup(MixedPrecision(Adam(1e-3)), x)
+      @test opt_state.state[1] isa Vector{Float32}
+      @test opt_state.state[2][1] isa Vector{Float32}
+      g = rand(Float16, 2)
+      new_state, new_x = Optimisers.update(opt_state, x, rand(Float16, 2))
+      @test new_x == Float16.(new_state.state[1])
+      @test new_x ≈ x .- 1e-3 .* g
+      x = rand(Float16, 2)
+      opt_state = Optimisers.setup(MixedPrecision(Float64, Adam(1e-3)), x)
+      @test opt_state.state[1] isa Vector{Float64}
+      @test opt_state.state[2][1] isa Vector{Float64}
+      opt = MixedPrecision(Float64, Adam(1e-3))
+      opt2 = Optimisers.adjust(opt, 2e-3)
+      @test opt2.rule.eta == 2e-3
+      @test opt2 isa MixedPrecision{Float64, <:Adam}
+      @test_throws ArgumentError OptimiserChain(MixedPrecision(Adam()))
+    end
+    """,
+)
+def case_mixed_precision():
+    r = np.random.default_rng(0)
+    x = jnp.asarray(r.random(2), jnp.float16)
+    opt_state = O.setup(O.MixedPrecision(O.Adam(1e-3)), x)
+    assert opt_state.state[0].dtype == jnp.float32 and opt_state.state[1][0].dtype == jnp.float32
+    g = jnp.asarray(r.random(2), jnp.float16)
+    new_state, new_x = O.update(opt_state, x, g)
+    equal(new_x, new_state.state[0].astype(jnp.float16))
+    # Adam's first step is η·g/(|g| + ϵ): each entry moves by 1e-3, kept exactly in the float32 copy
+    close(new_state.state[0], np.asarray(x, np.float32) - 1e-3, rtol=1e-6)
+    with jax.enable_x64(True):
+        opt_state = O.setup(O.MixedPrecision(jnp.float64, O.Adam(1e-3)), jnp.asarray(r.random(2), jnp.float16))
+        assert opt_state.state[0].dtype == jnp.float64 and opt_state.state[1][0].dtype == jnp.float64
+    opt2 = O.adjust(O.MixedPrecision(jnp.float64, O.Adam(1e-3)), 2e-3)
+    assert opt2.rule.eta == 2e-3 and isinstance(opt2, O.MixedPrecision) and opt2.T == jnp.float64
+    assert isinstance(opt2.rule, O.Adam)
+    raises(ValueError, O.OptimiserChain, O.MixedPrecision(O.Adam()))
+
+
 # test/rules.jl "original": every rule in RULES drives a product loss below 0.001 in 10^4 steps.
 # The loop runs as one jax.lax.fori_loop over the rule's optax transformation (what setup/update use).
 RULES = {
@@ -574,3 +619,9 @@ for _n, (_jl, _mk) in CHAINS.items():
     _rule_case(_n, _jl, _mk)
 _rule_case("RMSProp", "RMSProp(centred = true)", lambda: O.RMSProp(centred=True), "_centred")
 _rule_case("AdamW", "AdamW(couple=false)", lambda: O.AdamW(couple=False), "_uncoupled")
+
+
+@case(names=("MixedPrecision", "Adam"), source=RULES_JL, julia=ORIGINAL.replace("{rule}", "MixedPrecision(Float64, Adam())"))
+def case_rule_original_MixedPrecision():
+    with jax.enable_x64(True):  # float32 parameters, a float64 copy
+        _converges(lambda: O.MixedPrecision(jnp.float64, O.Adam()))

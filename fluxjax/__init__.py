@@ -10,6 +10,7 @@ from . import nnlib as nnlib
 from . import optimise as optimise
 from . import parallel as parallel
 from . import zygote as zygote
+from .autosize import autosize as autosize
 from .data import DataLoader as DataLoader
 from .data import flatten as flatten
 from .data import onecold as onecold
@@ -164,6 +165,7 @@ from .optimise import ClipNorm as ClipNorm
 from .optimise import Descent as Descent
 from .optimise import Leaf as Leaf
 from .optimise import Lion as Lion
+from .optimise import MixedPrecision as MixedPrecision
 from .optimise import Momentum as Momentum
 from .optimise import NAdam as NAdam
 from .optimise import Nesterov as Nesterov

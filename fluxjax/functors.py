@@ -20,6 +20,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.tree_util import GetAttrKey
 
+from .autosize import lazy_new
+
 _LAYER_TYPES: set[type] = set()
 
 # The structure version: bumped whenever a field of a layer is set or deleted (and by the state thread
@@ -210,6 +212,8 @@ def layer(cls=None, *, trainable: tuple[str, ...] | None = None, state: tuple[st
             c.__repr__ = layer_repr
         _register(c)
         _bumping(c)
+        if c.__new__ is object.__new__:
+            c.__new__ = lazy_new(c)  # for `autosize`
         orig_init_subclass = c.__dict__.get("__init_subclass__")
 
         def __init_subclass__(sub, **kw):

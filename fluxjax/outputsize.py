@@ -11,16 +11,26 @@ import jax.numpy as jnp
 from .state import Region
 
 
-def _sizes(inputsize: tuple, more: tuple) -> list[tuple[int, ...]]:
+def _sizes(inputsize: tuple, more: tuple, fn: str = "outputsize") -> list[tuple[int, ...]]:
     sizes = (inputsize, *more)
-    if len(sizes) == 1 and sizes[0] and all(isinstance(s, (tuple, list)) for s in sizes[0]):
+    if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)) and sizes[0] and all(isinstance(s, (tuple, list)) for s in sizes[0]):
         sizes = tuple(sizes[0])  # outputsize(m, ((2,), (3,)))
     out = []
     for s in sizes:
         if not isinstance(s, (tuple, list)) or not all(isinstance(d, int) and d >= 0 for d in s):
-            raise TypeError(f"outputsize: input sizes must be tuples of non-negative ints, got {s!r}")
+            raise TypeError(f"{fn}: input sizes must be tuples of non-negative ints, got {s!r}")
         out.append(tuple(s))
     return out
+
+
+def _trace(m: Any, sizes: list[tuple[int, ...]]) -> Any:
+    """`m` applied to float32 arrays of these sizes (one array, or several as a tuple), abstractly."""
+
+    def run(*args):
+        with Region():  # state writes (BatchNorm statistics, Dropout keys) are recorded, then undone
+            return m(args[0] if len(args) == 1 else tuple(args))
+
+    return jax.eval_shape(run, *(jax.ShapeDtypeStruct(s, jnp.float32) for s in sizes))
 
 
 def outputsize(m: Any, inputsize: tuple, *more: tuple, padbatch: bool = False) -> Any:
@@ -44,13 +54,7 @@ def outputsize(m: Any, inputsize: tuple, *more: tuple, padbatch: bool = False) -
     sizes = _sizes(inputsize, more)
     if padbatch:
         sizes = [(*s, 1) for s in sizes]
-    xs = [jax.ShapeDtypeStruct(s, jnp.float32) for s in sizes]
-
-    def run(*args):
-        with Region():  # state writes (BatchNorm statistics, Dropout keys) are recorded, then undone
-            return m(args[0] if len(args) == 1 else tuple(args))
-
-    out = jax.eval_shape(run, *xs)
+    out = _trace(m, sizes)
     if hasattr(out, "shape"):
         return tuple(out.shape)
     return jax.tree_util.tree_map(lambda a: tuple(a.shape), out)

@@ -88,6 +88,8 @@ class MultiHeadAttention:
     ```
     """
 
+    __fluxjax_autosize_dim__ = 0  # autosize reads `_` off the feature dimension
+
     def __init__(
         self,
         dims,

@@ -41,6 +41,8 @@ class Dense:
     ```
     """
 
+    __fluxjax_autosize_dim__ = 0  # autosize reads `_` off the feature dimension
+
     def __init__(self, a, b=None, c=None, *, init: Callable = glorot_uniform, bias=True, rng=None):
         if is_array(a):
             weight = jnp.asarray(a)

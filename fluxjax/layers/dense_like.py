@@ -241,6 +241,8 @@ class Embedding:
     ```
     """
 
+    __fluxjax_autosize_dim__ = 0  # autosize reads `_` off the feature dimension
+
     def __init__(self, a, b=None, *, init: Callable = randn32, padding_idx: int | None = None, rng=None):
         if is_array(a):
             if b is not None:

@@ -262,6 +262,8 @@ class LayerNorm:
     ```
     """
 
+    __fluxjax_autosize_dim__ = 0  # autosize reads `_` off the feature dimension
+
     def __init__(self, *size, affine: bool = True, eps: float = 1e-5):
         sigma = identity
         if size and callable(size[-1]):

@@ -162,6 +162,8 @@ def _scan(cell: Any, x: jax.Array, state: Any) -> tuple[Any, Any]:
 class _SequenceLayer:
     """The forward pass shared by `RNN`, `LSTM`, `GRU`, `GRUv3` and `Recurrence`."""
 
+    __fluxjax_autosize_dim__ = 0  # autosize reads `_` off the feature dimension
+
     cell: Any
     return_state: bool
 

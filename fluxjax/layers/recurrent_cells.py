@@ -153,6 +153,8 @@ class _Cell:
     """Shared by the built-in cells: `project(x) = Wi*x .+ bias` (all steps at once in a layer) and
     `recur(gx, state) -> (output, state)`; `cell(x, state) = recur(project(x), state)`."""
 
+    __fluxjax_autosize_dim__ = 0  # autosize reads `_` off the feature dimension
+
     Wi: jax.Array
     Wh: jax.Array
     _gates = 1

@@ -1,4 +1,4 @@
-"""``OptimiserChain`` and ``AccumGrad``: rules that compose or delay other rules."""
+"""``OptimiserChain``, ``AccumGrad`` and ``MixedPrecision``: rules that compose, delay or wrap other rules."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import optax
 from .._sharing import once, select
 from ._rule_base import DeltaUpdate, PyTree, Rule, _is_none, _or, _zeros_where
 
-__all__ = ["OptimiserChain", "AccumGrad"]
+__all__ = ["OptimiserChain", "AccumGrad", "MixedPrecision"]
 
 
 def _check_transform(o: Any) -> None:
@@ -43,6 +43,11 @@ class OptimiserChain(Rule):
     def __new__(cls, *opts: Any) -> OptimiserChain:
         for o in opts:
             _check_transform(o)
+            if isinstance(o, MixedPrecision):
+                raise ValueError(
+                    "MixedPrecision optimisers should wrap the entire OptimiserChain, not be inside it: "
+                    "MixedPrecision(OptimiserChain(...))"
+                )
         return cls._create(opts=tuple(opts))
 
     def __repr__(self) -> str:
@@ -168,3 +173,106 @@ def _clock(counter: jax.Array, n: jax.Array) -> tuple:
     """(first step of the cycle, not a firing step, the next counter) of an AccumGrad."""
     fire = counter >= n
     return counter == 1, jnp.logical_not(fire), jnp.where(fire, jnp.ones_like(counter), counter + 1)
+
+
+class MixedPrecisionState(NamedTuple):
+    xT: Any  # the parameters in precision T, which the wrapped rule updates
+    state: Any  # the wrapped rule's state, for xT
+
+
+class MixedPrecision(Rule):
+    """``MixedPrecision([T=float32,] rule)``: ``rule`` updates a copy of the parameters kept in
+    precision ``T``, and the parameters (e.g. float16 or bfloat16) are set to that copy, rounded.
+
+    The state holds ``xT`` (the copy, ``T``) and ``state`` (the rule's state, for ``xT``). A step casts
+    the gradient to ``T``, takes ``Δ`` from ``rule`` on ``xT``, sets ``xT ← xT - Δ`` and ``x ← T(xT)``
+    rounded to ``x``'s type (Micikevicius et al. 2017, "Mixed Precision Training"). It must wrap the
+    whole ``OptimiserChain``. ``adjust`` and ``adjust_state`` act on ``rule``. ``update_`` and ``update``
+    set the parameters to the rounded copy; as a plain optax transformation its updates are
+    ``round(xT) - x`` in ``x``'s type, so ``optax.apply_updates`` lands within a rounding of it.
+
+    ```python
+    >>> x = jnp.ones(2, jnp.float16)
+    >>> opt_state = setup(MixedPrecision(Adam(1e-3)), x)
+    >>> opt_state.state.xT.dtype
+    dtype('float32')
+    ```
+    """
+
+    _names = ("T", "rule")
+    _needs_params = True
+    State = MixedPrecisionState
+
+    def __new__(cls, *args: Any) -> MixedPrecision:
+        if len(args) == 1:
+            T, rule = jnp.float32, args[0]
+        elif len(args) == 2:
+            T, rule = args
+        else:
+            raise TypeError(f"MixedPrecision([T,] rule) takes one or two arguments, got {len(args)}")
+        return cls._create(T=T, rule=rule)
+
+    @classmethod
+    def _check(cls, hp: dict) -> dict:
+        try:
+            T = jnp.dtype(hp["T"])
+        except TypeError:
+            raise TypeError(f"MixedPrecision: T must be a float type such as jnp.float32, got {hp['T']!r}") from None
+        if not jnp.issubdtype(T, jnp.floating):
+            raise TypeError(f"MixedPrecision: T must be a float type such as jnp.float32, got {T}")
+        _check_transform(hp["rule"])
+        return {"T": T, "rule": hp["rule"]}
+
+    def __repr__(self) -> str:
+        return f"MixedPrecision({self.T}, {self.rule!r})"
+
+    def static_key(self) -> Any:
+        rule = self.rule
+        return (MixedPrecision, self.T, rule.static_key() if isinstance(rule, Rule) else rule)
+
+    def adjust(self, eta: float | None = None, /, **kw: Any) -> MixedPrecision:
+        if eta is None and not kw:
+            raise ValueError("adjust must be given something to act on!")
+        args = () if eta is None else (eta,)
+        rule = self.rule.adjust(*args, **kw) if isinstance(self.rule, Rule) else self.rule
+        return MixedPrecision(self.T, rule)
+
+    def adjust_state(self, state: PyTree, eta: float | None = None, /, **kw: Any) -> PyTree:
+        if eta is None and not kw:
+            raise ValueError("adjust must be given something to act on!")
+        args = () if eta is None else (eta,)
+        if isinstance(self.rule, Rule):
+            return state._replace(state=self.rule.adjust_state(state.state, *args, **kw))
+        return state._replace(state=_adjust_foreign(state.state, eta if eta is not None else kw.get("eta")))
+
+    def _delta_init(self, params: PyTree) -> PyTree:
+        if self.T.itemsize == 8 and not jax.config.jax_enable_x64:
+            raise ValueError(
+                f"MixedPrecision({self.T}, ...) keeps a 64-bit copy, but JAX has 64-bit floats only with "
+                "x64 on: jax.config.update('jax_enable_x64', True), or set up inside `with jax.enable_x64(True):`"
+            )
+        xT = jax.tree.map(lambda x: None if x is None else jnp.asarray(x).astype(self.T), params, is_leaf=_is_none)
+        rule = self.rule
+        return MixedPrecisionState(xT, rule._delta_init(xT) if isinstance(rule, Rule) else rule.init(xT))
+
+    def _delta_update(self, dx: PyTree, state: PyTree, params: PyTree = None, **extra: Any) -> DeltaUpdate:
+        if params is None:
+            raise ValueError("MixedPrecision needs the parameters: call update(grads, state, params)")
+        xT, inner = state
+        gT = jax.tree.map(lambda g: None if g is None else jnp.asarray(g).astype(self.T), dx, is_leaf=_is_none)
+        if isinstance(self.rule, Rule):
+            d, inner, skip = self.rule._delta_update(gT, inner, xT, **extra)
+        else:
+            u, inner = optax.with_extra_args_support(self.rule).update(gT, inner, xT, **extra)
+            d, skip = jax.tree.map(jnp.negative, u), None
+        xT = jax.tree.map(lambda a, b: a if b is None else a - b, xT, d, is_leaf=_is_none)
+        # Δ = x - xT for callers that subtract it (optax.apply_updates); update_ sets x from xT itself
+        delta = jax.tree.map(
+            lambda x, a, g: None if g is None else (jnp.asarray(x).astype(self.T) - a).astype(jnp.result_type(x)),
+            params, xT, dx, is_leaf=_is_none,
+        )
+        return delta, MixedPrecisionState(xT, inner), skip
+
+    def params_after(self, x: Any, new_state: MixedPrecisionState) -> Any:
+        """The parameters after a step: the high-precision copy, rounded to the parameters' type."""
+        return jax.tree.map(lambda a, p: a.astype(jnp.result_type(p)), new_state.xT, x)

@@ -39,7 +39,7 @@ from ._basic_rules import (
     SignDecay,
     WeightDecay,
 )
-from ._composite import AccumGrad, OptimiserChain
+from ._composite import AccumGrad, MixedPrecision, OptimiserChain
 from ._rule_base import Rule
 
 __all__ = [
@@ -65,6 +65,7 @@ __all__ = [
     "ClipGrad",
     "ClipNorm",
     "OptimiserChain",
+    "MixedPrecision",
     "AccumGrad",
     "RULES",
 ]

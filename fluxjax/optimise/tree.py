@@ -168,7 +168,14 @@ def _sub(slot, container, k):
 def _new_values(leaf: Leaf, x, g):
     g = jnp.asarray(g).astype(x.dtype)
     upd, new_state = leaf.rule.update(g, leaf.state, x)
-    return new_state, (x + upd).astype(x.dtype)
+    return new_state, _params_after(leaf.rule, x, upd, new_state)
+
+
+def _params_after(rule, x, upd, new_state):
+    """`x + upd` in `x`'s type; a rule that keeps its own copy of the parameters (`MixedPrecision`)
+    says what they become, so that they are its copy exactly, rounded."""
+    after = getattr(rule, "params_after", None)
+    return after(x, new_state) if after is not None else (x + upd).astype(x.dtype)
 
 
 def _apply(leaf: Leaf, new_state, new_x, slots, roots: dict, write):
@@ -386,5 +393,5 @@ def implicit_update_(holder: ImplicitState, ps: Params, gs: Grads) -> None:
             x = e.value()
             upd, new = rule.update(jnp.asarray(g).astype(x.dtype), holder.states[i], x)
             commit(Slot(holder.states, i, False), new)
-            e.set((x + upd).astype(x.dtype))
+            e.set(_params_after(rule, x, upd, new))
 
