@@ -555,6 +555,54 @@ def case_mixed_precision():
     raises(ValueError, O.OptimiserChain, O.MixedPrecision(O.Adam()))
 
 
+
+@case(
+    names=("init", "apply!", "setup", "update"),
+    source="Optimisers.jl docs/src/index.md (An optimisation rule)",
+    julia="""
+    # Define a container to hold any optimiser specific parameters (if any):
+    struct DecayDescent <: Optimisers.AbstractRule
+      eta::Float64
+    end
+    # Define an `apply!` rule which encodes how the gradients will be used to
+    # update the parameters:
+    function Optimisers.apply!(o::DecayDescent, state, x, x̄)
+      T = eltype(x)
+      newx̄ = T(o.eta / √state) .* x̄
+      nextstate = state + 1
+      return nextstate, newx̄
+    end
+    # Define the function which sets up the initial state (if any):
+    Optimisers.init(o::DecayDescent, x::AbstractArray) = 1
+    # The parameters will be immediately updated to `x .- newx̄`, while `nextstate` is
+    # carried to the next iteration.
+    """,
+)
+def case_custom_rule():
+    class DecayDescent(O.AbstractRule):
+        def __init__(self, eta):
+            self.eta = eta
+
+        def apply_(self, state, x, dx):
+            return state + 1, (self.eta / jnp.sqrt(state)).astype(x.dtype) * dx
+
+        def init(self, x):
+            return 1
+
+    rule = DecayDescent(0.1)
+    x = a(1.0, 2.0)
+    state = O.init(rule, x)
+    assert int(state) == 1
+    state, step = O.apply_(rule, state, x, a(1.0, 1.0))
+    assert int(state) == 2
+    close(step, [0.1, 0.1])
+    tree = O.setup(rule, {"x": x})
+    for _ in range(3):
+        tree, m = O.update(tree, {"x": x}, {"x": a(1.0, 1.0)})
+        x = m["x"]
+    close(x, 1.0 - 0.1 * (1 + 1 / np.sqrt(2) + 1 / np.sqrt(3)) + a(0.0, 1.0), rtol=1e-6)
+
+
 # test/rules.jl "original": every rule in RULES drives a product loss below 0.001 in 10^4 steps.
 # The loop runs as one jax.lax.fori_loop over the rule's optax transformation (what setup/update use).
 RULES = {

@@ -159,7 +159,8 @@ EXPORTS: list[Export] = [
         AdaBelief WeightDecay SignDecay ClipGrad ClipNorm OptimiserChain Lion AccumGrad MixedPrecision""",
         _OPT,
     ),
-    *_entries(OPTIMISERS_PUBLIC, "apply! init update make_reactant_compatible adjust Leaf", _OPT),
+    *_entries(OPTIMISERS_PUBLIC, "apply! init", ("optimise.",)),  # not fluxjax.init, the initialisers
+    *_entries(OPTIMISERS_PUBLIC, "update make_reactant_compatible adjust Leaf", _OPT),
     # MLDataDevices, re-exported by Flux
     *_entries(
         DEVICES,

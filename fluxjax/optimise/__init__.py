@@ -1,12 +1,13 @@
 """Optimisers.jl on optax: the rules, the state tree and the training loop (`fluxjax.optimise`
 serves as `Optimisers`)."""
 
+from ._custom import AbstractRule, apply_, init
 from .rules import *  # noqa: F403  (the rules module declares __all__)
 from .rules import __all__ as _rules_all
 from .train import NonFiniteLoss, train_, trainstep_, trainstep_withgradient_
 from .tree import Leaf, adjust, adjust_, freeze_, setup, thaw_, update, update_
 
 __all__ = [
-    *_rules_all, "Leaf", "setup", "update", "update_", "adjust", "adjust_", "freeze_", "thaw_",
+    *_rules_all, "AbstractRule", "init", "apply_", "Leaf", "setup", "update", "update_", "adjust", "adjust_", "freeze_", "thaw_",
     "train_", "trainstep_", "trainstep_withgradient_", "NonFiniteLoss",
 ]
