@@ -285,3 +285,113 @@ def case_loadmodel_nested_and_bias():
     fluxjax.loadmodel_(m1, m2)
     assert m1[0].bias is m1[1].bias
     equal(m1[0].bias, np.zeros(5))
+
+
+class _Tkp:
+    """Functors' `Tkp`: fields a, b, c and a computed property `ab`."""
+
+    def __init__(self, a, b, c):
+        self.a, self.b, self.c = a, b, c
+
+    @property
+    def ab(self):
+        return "ab"
+
+
+@case(
+    names=("KeyPath", "getkeypath", "haskeypath"),
+    source="Functors.jl test/keypath.jl",
+    julia="""
+    kp = KeyPath(:a, 3, :b, 4)
+    @test (kp...,) === (:a, 3, :b, 4)
+    @test length(kp) == 4
+    @test kp[1] == :a
+    kp2 = KeyPath(:a, kp, :c, 5)
+    @test (kp2...,) === (:a, :a, 3, :b, 4, :c, 5)
+    kp3 = KeyPath(kp, kp2)
+    @test (kp3...,) === (:a, 3, :b, 4, :a, :a, 3, :b, 4, :c, 5)
+    kp0 = KeyPath()
+    @test (kp0...,) === ()
+    @testset "getkeypath" begin
+        x = Dict(:a => 3, :b => Dict(:c => 4, "d" => [5, 6, 7]))
+        @test getkeypath(x, KeyPath(:a)) == 3
+        @test getkeypath(x, KeyPath(:b, :c)) == 4
+        @test getkeypath(x, KeyPath(:b, "d", 2)) == 6
+        x = Tkp(3, Tkp(4, 5, (6, 7)), 8)
+        kp = KeyPath(:b, :c, 2)
+        @test getkeypath(x, kp) == 7
+        x = [(a=1,) (b=2,)]
+        @test getkeypath(x, KeyPath(CartesianIndex(1, 1), :a)) == 1
+        @test getkeypath(x, KeyPath(CartesianIndex(1, 2), :b)) == 2
+        x = Tkp(3, Dict(:c => 4, :d => 5), 6);
+        @test getkeypath(x, KeyPath(:ab)) == "ab"
+        @test getkeypath(x, KeyPath(:b, :c)) == 4
+    end
+    @testset "setkeypath!" begin
+        x = Dict(:a => 3, :b => Dict(:c => 4, "d" => [5, 6, 7]))
+        setkeypath!(x, KeyPath(:a), 4)
+        @test x[:a] == 4
+        setkeypath!(x, KeyPath(:b, "d", 1), 17)
+        @test x[:b]["d"][1] == 17
+        setkeypath!(x, KeyPath(:b, "d"), [0])
+        @test x[:b]["d"] == [0]
+        x = Tkp(3, Tkp(4, 5, [6, 7]), 8)
+        kp = KeyPath(:b, :c, 2)
+        setkeypath!(x, kp, 17)
+        @test x.b.c[2] == 17
+    end
+    @testset "haskeypath" begin
+        x = Dict(:a => 3, :b => Dict(:c => 4, "d" => [5, 6, 7]))
+        @test haskeypath(x, KeyPath(:a))
+        @test haskeypath(x, KeyPath(:b, :c))
+        @test haskeypath(x, KeyPath(:b, "d", 2))
+        @test !haskeypath(x, KeyPath(:b, "d", 4))
+        @test !haskeypath(x, KeyPath(:b, "e"))
+        x = [(a=1,) (b=2,)]
+        @test haskeypath(x, KeyPath(CartesianIndex(1, 1)))
+        @test haskeypath(x, KeyPath(CartesianIndex(1, 2)))
+        @test !haskeypath(x, KeyPath(CartesianIndex(1, 3)))
+        x = Tkp(3, Dict(:c => 4, :d => 5), 6);
+        @test haskeypath(x, KeyPath(:ab))
+        @test haskeypath(x, KeyPath(:b, :c))
+        @test !haskeypath(x, KeyPath(:b, :e))
+    end
+    """,
+)
+def case_keypath():
+    from fluxjax import KeyPath, getkeypath, haskeypath, setkeypath_
+
+    kp = KeyPath("a", 2, "b", 3)  # indices are 0-based: Julia's 3 and 4
+    assert tuple(kp) == ("a", 2, "b", 3) and len(kp) == 4 and kp[0] == "a" and kp[1] == 2
+    kp2 = KeyPath("a", kp, "c", 4)
+    assert tuple(kp2) == ("a", "a", 2, "b", 3, "c", 4)
+    assert tuple(KeyPath(kp, kp2)) == ("a", 2, "b", 3, "a", "a", 2, "b", 3, "c", 4)
+    assert tuple(KeyPath()) == ()
+
+    x = {"a": 3, "b": {"c": 4, "d": [5, 6, 7]}}
+    assert getkeypath(x, KeyPath("a")) == 3 and getkeypath(x, KeyPath("b", "c")) == 4
+    assert getkeypath(x, KeyPath("b", "d", 1)) == 6
+    assert getkeypath(_Tkp(3, _Tkp(4, 5, (6, 7)), 8), KeyPath("b", "c", 1)) == 7
+    grid = np.empty((1, 2), object)
+    grid[0, 0], grid[0, 1] = {"a": 1}, {"b": 2}
+    assert getkeypath(grid, KeyPath((0, 0), "a")) == 1 and getkeypath(grid, KeyPath((0, 1), "b")) == 2
+    t = _Tkp(3, {"c": 4, "d": 5}, 6)
+    assert getkeypath(t, KeyPath("ab")) == "ab" and getkeypath(t, KeyPath("b", "c")) == 4
+
+    setkeypath_(x, KeyPath("a"), 4)
+    assert x["a"] == 4
+    setkeypath_(x, KeyPath("b", "d", 0), 17)
+    assert x["b"]["d"][0] == 17
+    setkeypath_(x, KeyPath("b", "d"), [0])
+    assert x["b"]["d"] == [0]
+    t = _Tkp(3, _Tkp(4, 5, [6, 7]), 8)
+    setkeypath_(t, KeyPath("b", "c", 1), 17)
+    assert t.b.c[1] == 17
+
+    x = {"a": 3, "b": {"c": 4, "d": [5, 6, 7]}}
+    assert haskeypath(x, KeyPath("a")) and haskeypath(x, KeyPath("b", "c")) and haskeypath(x, KeyPath("b", "d", 1))
+    assert not haskeypath(x, KeyPath("b", "d", 3)) and not haskeypath(x, KeyPath("b", "e"))
+    assert haskeypath(grid, KeyPath((0, 0))) and haskeypath(grid, KeyPath((0, 1)))
+    assert not haskeypath(grid, KeyPath((0, 2)))
+    t = _Tkp(3, {"c": 4, "d": 5}, 6)
+    assert haskeypath(t, KeyPath("ab")) and haskeypath(t, KeyPath("b", "c")) and not haskeypath(t, KeyPath("b", "e"))

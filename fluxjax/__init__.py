@@ -49,6 +49,10 @@ from .init import randn32 as randn32
 from .init import sparse_init as sparse_init
 from .init import truncated_normal as truncated_normal
 from .init import zeros32 as zeros32
+from .keypath import KeyPath as KeyPath
+from .keypath import getkeypath as getkeypath
+from .keypath import haskeypath as haskeypath
+from .keypath import setkeypath_ as setkeypath_
 from .layers.attention import MultiHeadAttention as MultiHeadAttention
 from .layers.basic import Chain as Chain
 from .layers.basic import Dense as Dense
