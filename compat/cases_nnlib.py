@@ -1122,3 +1122,72 @@ def case_glu():
 def case_thresholdrelu():
     assert N.thresholdrelu is N.trelu
     equal(N.thresholdrelu(jnp.array([1.0, 2.0])), [0.0, 2.0])
+
+
+@case(
+    names=("unfold", "fold", "conv", "batched_mul"),
+    source="NNlib.jl src/fold.jl (docstrings) and test/testsuite/fold.jl",
+    julia="""
+    julia> x = reshape([100 2 3 40 5 6 700], 7, 1, 1);  # 1D data, 1 channel, batch of 1
+    julia> w = reshape([1 0 -1], 3, 1, 1);  # 1D conv kernel of length 3
+    julia> kws = (pad=1, stride=2, flipped=true);  # use same args for conv and unfold
+    julia> z = NNlib.unfold(x, size(w); kws...)
+    4×3×1 Array{Int64, 3}:
+      0  100   2
+      2    3  40
+     40    5   6
+      6  700   0
+    julia> y1 = conv(x, w; kws...)         # -2 -38 34 6
+    julia> y2 = z ⊠ w                      # -2 -38 34 6
+    julia> y = NNlib.unfold(x, (3,1,1))    # 100 2 3; 2 3 40; 3 40 5; 40 5 6; 5 6 700
+    julia> z = NNlib.fold(y, size(x), (3,1,1))  # sum of contributions in y. 100 appears once, 40 three times
+    100 4 9 120 15 12 700
+    julia> divisor = NNlib.fold(NNlib.unfold(ones(size(x)...), (3,1,1)), size(x), (3,1,1))  # 1 2 3 3 3 2 1
+    julia> z ./ divisor                    # 100 2 3 40 5 6 700
+    @testset "unfold wrapper" begin
+        x = device(rand(rng, 16, 16, 3, 10))
+        w = device(rand(rng, 5, 5, 3, 2))
+        @test size(NNlib.unfold(x, size(w))) == (144, 75, 10)
+        @test size(NNlib.unfold(x, size(w); pad=2)) == (256, 75, 10)
+        @test size(NNlib.unfold(x, size(w); stride=2)) == (36, 75, 10)
+        @test size(NNlib.unfold(x, size(w); dilation=2)) == (64, 75, 10)
+    end
+    @testset "Inverses: spatial_rank=$spatial_rank" for spatial_rank in (1, 2, 3)
+        x = device(rand(rng, repeat([8], spatial_rank)..., 3, 2))
+        w = device(rand(rng, repeat([3], spatial_rank)..., 3, 3))
+        cdims = DenseConvDims(x, w; padding=1)          # and again with stride=2
+        y = NNlib.unfold(x, cdims)
+        z = NNlib.fold(y, size(x), cdims)
+        divisor = NNlib.fold(NNlib.unfold(o, cdims), size(x), cdims)
+        @test isapprox(z ./ divisor, x, rtol=1.0e-7)
+    end
+    """,
+)
+def case_unfold_fold():
+    x = jnp.asarray([100, 2, 3, 40, 5, 6, 700], jnp.float32).reshape(7, 1, 1)
+    w = jnp.asarray([1, 0, -1], jnp.float32).reshape(3, 1, 1)
+    kws = dict(pad=1, stride=2, flipped=True)
+    z = N.unfold(x, w.shape, **kws)
+    equal(z[:, :, 0], rows([0, 100, 2], [2, 3, 40], [40, 5, 6], [6, 700, 0]))
+    equal(N.conv(x, w, **kws)[:, 0, 0], [-2, -38, 34, 6])
+    equal(N.batched_mul(z, w)[:, 0, 0], [-2, -38, 34, 6])
+    y = N.unfold(x, (3, 1, 1))
+    equal(y[:, :, 0], rows([100, 2, 3], [2, 3, 40], [3, 40, 5], [40, 5, 6], [5, 6, 700]))
+    z = N.fold(y, x.shape, (3, 1, 1))
+    equal(z[:, 0, 0], [100, 4, 9, 120, 15, 12, 700])
+    divisor = N.fold(N.unfold(jnp.ones(x.shape), (3, 1, 1)), x.shape, (3, 1, 1))
+    equal(divisor[:, 0, 0], [1, 2, 3, 3, 3, 2, 1])
+    close((z / divisor)[:, 0, 0], [100, 2, 3, 40, 5, 6, 700])
+
+    r = np.random.default_rng(0)
+    x = jnp.asarray(r.random((16, 16, 3, 10)), jnp.float32)
+    ws = (5, 5, 3, 2)
+    assert N.unfold(x, ws).shape == (144, 75, 10) and N.unfold(x, ws, pad=2).shape == (256, 75, 10)
+    assert N.unfold(x, ws, stride=2).shape == (36, 75, 10) and N.unfold(x, ws, dilation=2).shape == (64, 75, 10)
+    for rank in (1, 2, 3):
+        x = jnp.asarray(r.random((8,) * rank + (3, 2)), jnp.float32)
+        ws = (3,) * rank + (3, 3)
+        for kw in (dict(pad=1), dict(pad=1, stride=2)):
+            z = N.fold(N.unfold(x, ws, **kw), x.shape, ws, **kw)
+            divisor = N.fold(N.unfold(jnp.ones(x.shape), ws, **kw), x.shape, ws, **kw)
+            close(z / divisor, x, rtol=1e-6)

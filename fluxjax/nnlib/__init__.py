@@ -50,6 +50,7 @@ from .conv import (
     same_pad,
 )
 from .dropout import dropout
+from .fold import fold, unfold
 from .gather import gather, scatter
 from .glu import glu
 from .normalise import normalise
@@ -68,7 +69,7 @@ __all__ = [
     "softmax", "logsoftmax", "logsumexp", "grad_softmax", "grad_logsoftmax", "normalise",
     # convolution
     "conv", "crosscor", "depthwiseconv", "conv_transpose", "same_pad", "conv_output_size",
-    "conv_transpose_output_size", "grad_conv_data", "grad_conv_filter",
+    "conv_transpose_output_size", "grad_conv_data", "grad_conv_filter", "unfold", "fold",
     # gather / scatter
     "gather", "scatter",
     # pooling
