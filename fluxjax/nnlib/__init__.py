@@ -37,6 +37,16 @@ from .activations import (
     thresholdrelu,
     trelu,
 )
+from .audio import (
+    db_to_power,
+    hamming_window,
+    hann_window,
+    istft,
+    melscale_filterbanks,
+    power_to_db,
+    spectrogram,
+    stft,
+)
 from .batched import batched_adjoint, batched_mul, batched_transpose, batched_vec
 from .conv import (
     conv,
@@ -70,6 +80,9 @@ __all__ = [
     # convolution
     "conv", "crosscor", "depthwiseconv", "conv_transpose", "same_pad", "conv_output_size",
     "conv_transpose_output_size", "grad_conv_data", "grad_conv_filter", "unfold", "fold",
+    # audio
+    "hann_window", "hamming_window", "stft", "istft", "spectrogram", "power_to_db", "db_to_power",
+    "melscale_filterbanks",
     # gather / scatter
     "gather", "scatter",
     # pooling
