@@ -1305,3 +1305,26 @@ def case_spectral():
         _isapprox(jnp.abs(N.stft(xb[:, i], **kw)) ** 2, spec[:, :, i])
     spec = N.spectrogram(x, pad=0, **kw)
     _isapprox(N.db_to_power(N.power_to_db(spec)), spec)
+
+
+@case(
+    names=("melscale_filterbanks",),
+    source="NNlib.jl src/audio/mel.jl (docstring)",
+    julia="""
+    julia> n_mels = 8;
+    julia> fb = melscale_filterbanks(; n_freqs=200, n_mels, sample_rate=16000);
+    julia> plot = lineplot(fb[:, 1]);   # each column a triangle: 0 up to (nearly) 1 at its own mel point, back to 0
+    mel_points = range(_hz_to_mel(fmin), _hz_to_mel(fmax); length=n_mels + 2)
+    _hz_to_mel(freq::T) where T = T(2595) * log10(T(1) + (freq / T(700)))
+    """,
+)
+def case_melscale_filterbanks():
+    fb = np.asarray(N.melscale_filterbanks(n_freqs=200, n_mels=8, sample_rate=16000))
+    assert fb.shape == (200, 8) and fb.dtype == np.float32
+    mel = lambda f: 2595 * np.log10(1 + f / 700)
+    points = 700 * (10 ** (np.linspace(mel(0), mel(8000), 10) / 2595) - 1)
+    freqs = np.linspace(0, 8000, 200)
+    for j in range(8):
+        lo, mid, hi = points[j : j + 3]
+        close(fb[:, j], np.clip(np.minimum((freqs - lo) / (mid - lo), (hi - freqs) / (hi - mid)), 0, None), atol=1e-4)
+        assert np.all(fb[(freqs <= lo) | (freqs >= hi), j] == 0) and 0.9 < fb[:, j].max() <= 1

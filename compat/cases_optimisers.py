@@ -557,7 +557,7 @@ def case_mixed_precision():
 
 
 @case(
-    names=("init", "apply!", "setup", "update"),
+    names=("AbstractRule", "init", "apply!", "setup", "update"),
     source="Optimisers.jl docs/src/index.md (An optimisation rule)",
     julia="""
     # Define a container to hold any optimiser specific parameters (if any):

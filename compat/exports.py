@@ -152,7 +152,7 @@ EXPORTS: list[Export] = [
     ),
     *_entries(NNLIB_PUBLIC, "gather gather! scatter scatter! fold unfold glu within_gradient", _NN),
     # Optimisers.jl src/Optimisers.jl `export ...` and `@compat public ...`
-    Export("AbstractRule", OPTIMISERS, ("optimise.Rule", "optimise.AbstractRule")),
+    Export("AbstractRule", OPTIMISERS, ("optimise.AbstractRule",)),
     *_entries(
         OPTIMISERS,
         """Descent Adam Momentum Nesterov Rprop RMSProp AdaGrad AdaMax AdaDelta AMSGrad NAdam AdamW RAdam OAdam
