@@ -510,3 +510,41 @@ def case_isderiving():
     assert f(3.0) == 18.0  # outside a gradient
     f56 = lambda p: jnp.sum((0.0 if Z.isderiving(p) else 0.2) * p)
     equal(Z.gradient(f56, jnp.array([1.0]))[0], [0.0])
+
+
+@case(
+    names=("gradient", "withgradient", "AutoZygote", "AutoEnzyme", "AutoMooncake", "AutoFiniteDifferences"),
+    source="Flux.jl src/gradient.jl (gradient and withgradient docstrings)",
+    julia="""
+    julia> Flux.gradient(*, 2.0, 3.0, 5.0)
+    (15.0, 10.0, 6.0)
+    julia> Flux.gradient(x -> sum(abs2,x), [7.0, 11.0, 13.0])
+    ([14.0, 22.0, 26.0],)
+    julia> f(x) = sum(2 .* x)
+    julia> Flux.gradient(f, AutoMooncake(), [1.0, 2.0, 3.0])
+    ([2.0, 2.0, 2.0],)
+    julia> model = Chain(Dense([3.0;;]));
+    julia> Flux.gradient(model, [1]) do m, x  # computed using Zygote
+             sum(abs2, m(x))
+           end
+    ((layers = ((weight = [6.0;;], bias = [6.0], σ = nothing),),), [18.0])
+    # gradient(f, [adtype,] args...): "We provide specific support and testing for the following backends:
+    # AutoZygote, AutoEnzyme, AutoMooncake, and AutoFiniteDifferences."
+    """,
+)
+def case_adtypes():
+    G = fluxjax.gradient
+    backends = (fluxjax.AutoZygote(), fluxjax.AutoEnzyme(), fluxjax.AutoMooncake(), fluxjax.AutoFiniteDifferences())
+    for ad in backends:
+        close(G(lambda a, b, c: a * b * c, ad, 2.0, 3.0, 5.0), [15.0, 10.0, 6.0], rtol=1e-5)
+        close(G(lambda x: jnp.sum(x**2), ad, jnp.asarray([7.0, 11.0, 13.0]))[0], [14.0, 22.0, 26.0], rtol=1e-5)
+        close(G(lambda x: jnp.sum(2 * x), ad, jnp.asarray([1.0, 2.0, 3.0]))[0], [2.0, 2.0, 2.0], rtol=1e-5)
+        model = fluxjax.Chain(fluxjax.Dense(np.array([[3.0]], np.float32)))
+        gm, gx = G(lambda m, x: jnp.sum(m(x) ** 2), ad, model, jnp.asarray([[1.0]]))
+        close(gm.layers[0].weight, [[6.0]], rtol=1e-5)
+        close(gm.layers[0].bias, [6.0], rtol=1e-5)
+        assert gm.layers[0].sigma is None
+        close(gx, [[18.0]], rtol=1e-5)
+        val, (g,) = fluxjax.withgradient(lambda x: jnp.sum(x**2), ad, jnp.asarray([1.0, 2.0]))
+        close(val, 5.0)
+        close(g, [2.0, 4.0], rtol=1e-5)

@@ -208,6 +208,10 @@ from .state import jit as jit
 from .state import testmode_ as testmode_
 from .state import trainmode_ as trainmode_
 from .state import within_gradient as within_gradient
+from .zygote import AutoEnzyme as AutoEnzyme
+from .zygote import AutoFiniteDifferences as AutoFiniteDifferences
+from .zygote import AutoMooncake as AutoMooncake
+from .zygote import AutoZygote as AutoZygote
 from .zygote import Buffer as Buffer
 from .zygote import Grads as Grads
 from .zygote import Params as Params

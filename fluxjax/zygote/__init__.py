@@ -13,6 +13,10 @@ check), `rules` (`adjoint`), `control` (`dropgrad`, `ignore`, `hook`, `checkpoin
 `buffer` (`Buffer`).
 """
 
+from .adtypes import AutoEnzyme as AutoEnzyme
+from .adtypes import AutoFiniteDifferences as AutoFiniteDifferences
+from .adtypes import AutoMooncake as AutoMooncake
+from .adtypes import AutoZygote as AutoZygote
 from .api import WithGradient as WithGradient
 from .api import diaghessian as diaghessian
 from .api import gradient as gradient

@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .adtypes import ADType
 from .closure import _check_leaks, _snapshot
 from .plan import _grads, _plan, _used_inputs, _vjp
 
@@ -24,7 +25,11 @@ def gradient(f: Callable, *args) -> Any:
     (3, 2)
     ```
     With `ps = params(model)` and a zero-argument `f`, returns `Grads` indexed by parameter arrays.
+    Flux's `gradient(f, adtype, args...)` works too: `AutoZygote()`, `AutoEnzyme()` and `AutoMooncake()`
+    are JAX's reverse mode, as here; `AutoFiniteDifferences()` is central finite differences.
     """
+    if args and isinstance(args[0], ADType):
+        return args[0].gradient(f, args[1:])
     before = _snapshot(f)
     plan, y, back, _, commit = _vjp(f, args, "gradient", defer=True)
     out = _grads(plan, y, back)
@@ -40,7 +45,10 @@ class WithGradient(NamedTuple):
 
 def withgradient(f: Callable, *args) -> WithGradient:
     """`(val, grad)`; when `f` returns a tuple or dict, its first element is differentiated and the
-    whole value is returned (Zygote's auxiliary outputs): `loss, (g,) = withgradient(...)`."""
+    whole value is returned (Zygote's auxiliary outputs): `loss, (g,) = withgradient(...)`. An ADTypes
+    backend may come first, as for `gradient`: `withgradient(f, AutoFiniteDifferences(), x)`."""
+    if args and isinstance(args[0], ADType):
+        return args[0].withgradient(f, args[1:])
     before = _snapshot(f)
     plan, y, back, full, commit = _vjp(f, args, "withgradient", first_only=True, defer=True)
     out = _grads(plan, y, back)

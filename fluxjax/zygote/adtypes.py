@@ -1,0 +1,115 @@
+"""ADTypes' backend choices, as Flux 0.16's `gradient(f, adtype, args...)` takes them.
+
+Every fluxjax gradient is JAX's reverse mode, so `AutoZygote()`, `AutoEnzyme()` and `AutoMooncake()` all
+mean it: they are accepted so that Flux code naming a backend runs unchanged. `AutoFiniteDifferences()`
+is different: central finite differences of `f`, the independent check that Flux uses it for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._slots import _NUMBER, PARAM, walk
+from ..functors import is_float_array
+from ..state import Region
+from .plan import _check_scalar, _first
+from .tangent import _rebuild
+
+
+class ADType:
+    """A choice of AD backend for `gradient(f, adtype, args...)` and `withgradient(f, adtype, args...)`."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+    def __eq__(self, other: object) -> bool:
+        return type(self) is type(other)
+
+    def __hash__(self) -> int:
+        return hash(type(self))
+
+    def gradient(self, f: Callable, args: tuple) -> Any:
+        from .api import gradient
+
+        return gradient(f, *args)
+
+    def withgradient(self, f: Callable, args: tuple) -> Any:
+        from .api import withgradient
+
+        return withgradient(f, *args)
+
+
+class AutoZygote(ADType):
+    """Zygote: here JAX's reverse mode, as plain `gradient(f, args...)`."""
+
+
+class AutoEnzyme(ADType):
+    """Enzyme: here JAX's reverse mode, as plain `gradient(f, args...)`."""
+
+
+class AutoMooncake(ADType):
+    """Mooncake: here JAX's reverse mode, as plain `gradient(f, args...)`."""
+
+
+class AutoFiniteDifferences(ADType):
+    """Central finite differences (a 5-point stencil, step `ϵ^⅕·max(1, |x|)` for the element type's `ϵ`),
+    one element at a time: `4n` calls of `f` for `n` numbers, so for small checks. `f` runs as outside
+    `gradient` (BatchNorm and Dropout in test mode), as with Flux's `AutoFiniteDifferences`, and what it
+    writes is undone. Every float array and number gets a gradient (zeros where `f` does not depend on it).
+    """
+
+    def gradient(self, f: Callable, args: tuple) -> Any:
+        return _finite_differences(f, args, "gradient")[1]
+
+    def withgradient(self, f: Callable, args: tuple) -> Any:
+        from .api import WithGradient
+
+        return WithGradient(*_finite_differences(f, args, "withgradient"))
+
+
+def _finite_differences(f: Callable, args: tuple, name: str) -> tuple[Any, Any]:
+    box = list(args)
+    w = walk(box)
+    diff = [
+        i for i, (v, r) in enumerate(zip(w.leaves, w.roles))
+        if r == PARAM and (is_float_array(v) or (isinstance(v, _NUMBER) and not isinstance(v, (bool, np.bool_, complex))))
+    ]
+
+    def run(i=None, x=None):
+        with Region() as region:  # not differentiating; writes (BatchNorm statistics, Dropout keys) undone
+            if i is not None:
+                region.swap(w.slots[i], x)
+            return f(*box)
+
+    full = run()
+    y = _first(full) if name == "withgradient" else full
+    _check_scalar(y, name)
+    by_leaf: list[Any] = [None] * len(w.leaves)
+    for i in diff:
+        by_leaf[i] = _stencil(lambda x, i=i: float(_first(run(i, x))), w.leaves[i])
+    return full, _rebuild(box, by_leaf)
+
+
+def _stencil(f: Callable[[Any], float], x: Any) -> jax.Array:
+    """d f / d x for `f` of one array (or number) `x`, element by element, by the 5-point stencil."""
+    x0 = jnp.asarray(x, dtype=jnp.result_type(float) if isinstance(x, _NUMBER) else None)
+    flat = np.asarray(x0, dtype=np.float64).reshape(-1)
+    eps = float(jnp.finfo(x0.dtype).eps)
+    g = np.zeros_like(flat)
+    for j, xj in enumerate(flat):
+        h = 2.0 ** np.round(np.log2(eps**0.2 * max(1.0, abs(xj))))  # a power of two: x ± h are exact
+        at = []
+        for d in (-2 * h, -h, h, 2 * h):
+            xd = flat.copy()
+            xd[j] += d
+            at.append(f(jnp.asarray(xd.reshape(x0.shape), x0.dtype)))
+        g[j] = (at[0] - 8 * at[1] + 8 * at[2] - at[3]) / (12 * h)
+    return jnp.asarray(g.reshape(x0.shape), x0.dtype)
+
+
+__all__ = ["ADType", "AutoZygote", "AutoEnzyme", "AutoMooncake", "AutoFiniteDifferences"]
