@@ -1328,3 +1328,144 @@ def case_melscale_filterbanks():
         lo, mid, hi = points[j : j + 3]
         close(fb[:, j], np.clip(np.minimum((freqs - lo) / (mid - lo), (hi - freqs) / (hi - mid)), 0, None), atol=1e-4)
         assert np.all(fb[(freqs <= lo) | (freqs >= hi), j] == 0) and 0.9 < fb[:, j].max() <= 1
+
+
+@case(
+    names=("∇maxpool", "∇meanpool", "∇lpnormpool", "maxpool", "meanpool", "lpnormpool"),
+    source="NNlib.jl test/pooling.jl",
+    julia="""
+    maxpool_answer_dict = Dict(1 => Dict("dx" => [0, 2, 0, 4, 0.], "dx_nostride" => [0, 2, 3, 4, 5.], "dx_pad" => [1, 0, 3, 0, 5.]),
+        2 => Dict("dx" => [0 0 0 0; 0 7 0 17; 0 0 0 0; 0 9 0 19; 0 0 0 0.],
+                  "dx_nostride" => [0 0 0 0; 0 7 12 17; 0 8 13 18; 0 9 14 19; 0 10 15 20.],
+                  "dx_pad" => [1 0 11 16; 0 0 0 0; 3 0 13 18; 0 0 0 0; 5 0 15 20.]), ...)
+    meanpool_answer_dict = Dict(1 => Dict("dx" => [0.75, 0.75, 1.75, 1.75, 0.0], "dx_nostride" => [0.75, 2.0, 3.0, 4.0, 2.25],
+                                          "dx_pad" => [0.25, 1.25, 1.25, 2.25, 2.25]),
+        2 => Dict("dx" => [1.0 1.0 3.5 3.5; 1.0 1.0 3.5 3.5; 1.5 1.5 4.0 4.0; 1.5 1.5 4.0 4.0; 0.0 0.0 0.0 0.0],
+                  "dx_nostride" => [1.0 3.25 5.75 3.5; 2.25 7.0 12.0 7.25; 2.75 8.0 13.0 7.75; 3.25 9.0 14.0 8.25; 1.75 4.75 7.25 4.25],
+                  "dx_pad" => [0.0625 1.0625 1.0625 1.0; 0.3125 2.5 2.5 2.1875; 0.3125 2.5 2.5 2.1875; 0.5625 3.0 3.0 2.4375; 0.5625 3.0 3.0 2.4375]), ...)
+    lpnormpool_answer_dict = Dict(1 => Dict(
+        "dx" => [0.17258020254042603, 1.9525221042381296, 1.2774501198988355, 3.496467771732918, 0.0],
+        "dx_nostride" => [0.48074985676913606, 3.1458422620080637, 4.752311710531486, 6.345225258061685, 4.356316321455918],
+        "dx_pad" => [1.0, 2.0, 3.0, 4.0, 5.0], "p" => 4.5, "p_nostride" => 3.0, "p_pad" => 2.0), ...)
+    x = reshape(Float64[1:prod(size(dx));], size(dx)..., 1, 1)
+    pdims = PoolDims(x, 2);              y_hat = pool(x, pdims); @test ddims(∇pool(y_hat, y_hat, x, pdims)) == dx
+    pdims = PoolDims(x, 2; stride=1);    y_hat = pool(x, pdims); @test ddims(∇pool(y_hat, y_hat, x, pdims)) == dx_nostride
+    pdims = PoolDims(x, 2; padding=1);   y_hat = pool(x, pdims); @test ddims(∇pool(y_hat, y_hat, x, pdims)) == dx_pad
+    (lpnormpool: the same with p=p, p_nostride, p_pad, and ≈ atol = 1e-3)
+    """,
+)
+def case_pool_gradients():
+    answers = {
+        "max": {
+            (5,): ([0, 2, 0, 4, 0], [0, 2, 3, 4, 5], [1, 0, 3, 0, 5]),
+            (5, 4): (rows([0, 0, 0, 0], [0, 7, 0, 17], [0, 0, 0, 0], [0, 9, 0, 19], [0, 0, 0, 0]),
+                     rows([0, 0, 0, 0], [0, 7, 12, 17], [0, 8, 13, 18], [0, 9, 14, 19], [0, 10, 15, 20]),
+                     rows([1, 0, 11, 16], [0, 0, 0, 0], [3, 0, 13, 18], [0, 0, 0, 0], [5, 0, 15, 20])),
+        },
+        "mean": {
+            (5,): ([0.75, 0.75, 1.75, 1.75, 0.0], [0.75, 2.0, 3.0, 4.0, 2.25], [0.25, 1.25, 1.25, 2.25, 2.25]),
+            (5, 4): (rows([1.0, 1.0, 3.5, 3.5], [1.0, 1.0, 3.5, 3.5], [1.5, 1.5, 4.0, 4.0], [1.5, 1.5, 4.0, 4.0], [0, 0, 0, 0]),
+                     rows([1.0, 3.25, 5.75, 3.5], [2.25, 7.0, 12.0, 7.25], [2.75, 8.0, 13.0, 7.75], [3.25, 9.0, 14.0, 8.25],
+                          [1.75, 4.75, 7.25, 4.25]),
+                     rows([0.0625, 1.0625, 1.0625, 1.0], [0.3125, 2.5, 2.5, 2.1875], [0.3125, 2.5, 2.5, 2.1875],
+                          [0.5625, 3.0, 3.0, 2.4375], [0.5625, 3.0, 3.0, 2.4375])),
+        },
+    }
+    for kind, pool, grad in (("max", N.maxpool, N.grad_maxpool), ("mean", N.meanpool, N.grad_meanpool)):
+        for shape, (dx, dx_nostride, dx_pad) in answers[kind].items():
+            x = jl(range(1, math.prod(shape) + 1), (*shape, 1, 1), np.float32)
+            k = (2,) * len(shape)
+            for kw, want in ((dict(), dx), (dict(stride=1), dx_nostride), (dict(pad=1), dx_pad)):
+                y = pool(x, k, **kw)
+                close(grad(y, y, x, k, **kw)[(...,) + (0, 0)], want, rtol=1e-6)
+    x = jl(range(1, 6), (5, 1, 1), np.float32)
+    lp = ((4.5, dict(), [0.17258020254042603, 1.9525221042381296, 1.2774501198988355, 3.496467771732918, 0.0]),
+          (3.0, dict(stride=1), [0.48074985676913606, 3.1458422620080637, 4.752311710531486, 6.345225258061685, 4.356316321455918]),
+          (2.0, dict(pad=1), [1.0, 2.0, 3.0, 4.0, 5.0]))
+    for p, kw, want in lp:
+        y = N.lpnormpool(x, p, (2,), **kw)
+        close(N.grad_lpnormpool(y, y, x, p, (2,), **kw)[:, 0, 0], want, atol=1e-3)
+
+
+@case(
+    names=("∇upsample_nearest", "∇upsample_bilinear", "∇upsample_trilinear", "∇upsample_linear", "upsample_nearest"),
+    source="NNlib.jl test/testsuite/upsample.jl",
+    julia="""
+    x = device(reshape(T[1 2; 3 4], (2,2,1,1)))
+    y = upsample_nearest(x, (2,3))
+    @test cpu(∇upsample_nearest(y, (2,3)))[:, :, 1, 1] == [6 12; 18 24]
+    @test_throws ArgumentError ∇upsample_nearest(y, (2,4))
+    # additional grad check, also compliant with pytorch
+    o = ones(Float32,6,4,2,1)
+    grad_true = 6*ones(Float32,2,2,2,1)
+    @test cpu(∇upsample_bilinear(device(o); size = (2,2))) ≈ grad_true
+    # This test only works when `align_corners=false`.
+    o = device(ones(Float32,8,8,8,1,1))
+    grad_true = 8 * ones(Float32,4,4,4,1,1)
+    @test cpu(∇upsample_trilinear(o; size=(4,4,4), align_corners=false)) ≈ grad_true
+    gradtest_fn(x -> upsample_linear(x, 2.5), xd; atol)   # x = T[1,2,3,4] in 3 columns
+    """,
+)
+def case_upsample_gradients():
+    x = jnp.asarray(rows([1, 2], [3, 4]), jnp.float32).reshape(2, 2, 1, 1)
+    y = N.upsample_nearest(x, (2, 3))
+    equal(N.grad_upsample_nearest(y, (2, 3))[:, :, 0, 0], rows([6, 12], [18, 24]))
+    raises(ValueError, N.grad_upsample_nearest, y, (2, 4))
+    close(N.grad_upsample_bilinear(jnp.ones((6, 4, 2, 1)), size=(2, 2)), np.full((2, 2, 2, 1), 6.0))
+    close(N.grad_upsample_trilinear(jnp.ones((8, 8, 8, 1, 1)), size=(4, 4, 4), align_corners=False), np.full((4, 4, 4, 1, 1), 8.0))
+    xs = np.tile(np.arange(1, 5, dtype=np.float64)[:, None, None], (1, 3, 1))
+    dy = np.random.default_rng(0).standard_normal((10, 3, 1))
+    with jax.enable_x64(True):  # gradtest: the adjoint against central finite differences of upsample_linear
+        got = N.grad_upsample_linear(jnp.asarray(dy), size=4)
+        for i in np.ndindex(xs.shape):
+            d = np.zeros_like(xs)
+            d[i] = 1e-6
+            fd = (np.sum(np.asarray(N.upsample_linear(jnp.asarray(xs + d), 2.5)) * dy)
+                  - np.sum(np.asarray(N.upsample_linear(jnp.asarray(xs - d), 2.5)) * dy)) / 2e-6
+            close(got[i], fd, rtol=1e-6, atol=1e-8)
+
+
+@case(
+    names=("∇depthwiseconv_data", "∇depthwiseconv_filter", "depthwiseconv"),
+    source=CONV,
+    julia="""
+    conv_answer_dict = Dict(1 => Dict(
+        "dx" => [8, 18, 27, 36, 13.], "dx_stride" => [8, 4, 20, 10, 0.], "dx_pad" => [9, 18, 27, 36, 33.],
+        "dx_dil" => [10, 16, 27, 8, 11.], "dx_flip" => [5, 18, 27, 36, 28.],
+        "dw" => [134, 100.], "dw_stride" => [48, 34.], "dw_pad" => [135, 150.], "dw_dil" => [102, 54.], "dw_flip" => [110, 148.]), ...)
+    x = reshape(Float64[1:prod(size(dx));], size(dx)..., 1, 1);  w = reshape(Float64[1:prod(size(dw));], size(dw)..., 1, 1)
+    for (∇conv_filter, ∇conv_data) in ((NNlib.∇depthwiseconv_filter, NNlib.∇depthwiseconv_data),)
+        cdims = DepthwiseConvDims(x, w)
+        dy = NNlib.depthwiseconv(x, w, cdims)
+        @test ddims(∇conv_filter(x, dy, cdims)) == dw
+        @test ddims(∇conv_data(dy, w,  cdims)) == dx
+        cdims = DepthwiseConvDims(x, w; stride=2)      # dw_stride, dx_stride
+        cdims = DepthwiseConvDims(x, w; dilation=2)    # dw_dil, dx_dil
+        cdims = DepthwiseConvDims(x, w; padding=1)     # dw_pad, dx_pad
+        cdims = DepthwiseConvDims(x, w; flipkernel=true)  # dw_flip, dx_flip
+    end
+    # Filter backprop (reshaped back to depthwise weight layout).
+    dw = NNlib.∇depthwiseconv_filter(x, dy, cdims)
+    @test dw ≈ reshape(NNlib.∇conv_filter(x, dy, gdims), w_size..., C_mult, C_in)
+    @test NNlib.∇depthwiseconv_data(dy, w, cdims) ≈ NNlib.∇conv_data(dy, wg, gdims)
+    """,
+)
+def case_depthwiseconv_gradients():
+    x = jl(range(1, 6), (5, 1, 1), np.float32)
+    w = jl(range(1, 3), (2, 1, 1), np.float32)
+    for kw, dx, dw in ((dict(), [8, 18, 27, 36, 13], [134, 100]), (dict(stride=2), [8, 4, 20, 10, 0], [48, 34]),
+                       (dict(dilation=2), [10, 16, 27, 8, 11], [102, 54]), (dict(pad=1), [9, 18, 27, 36, 33], [135, 150]),
+                       (dict(flipped=True), [5, 18, 27, 36, 28], [110, 148])):
+        dy = N.depthwiseconv(x, w, **kw)
+        close(N.grad_depthwiseconv_filter(x, dy, (2,), **kw)[:, 0, 0], dw)
+        close(N.grad_depthwiseconv_data(dy, w, x.shape, **kw)[:, 0, 0], dx)
+    r = np.random.default_rng(0)
+    x = jnp.asarray(r.random((7, 6, 3, 2)), jnp.float32)
+    w = jnp.asarray(r.random((3, 2, 2, 3)), jnp.float32)  # (k..., C_mult, C_in)
+    wg = jnp.reshape(w, (3, 2, 1, 6), order="F")  # grouped: output channel (i - 1) * C_mult + m
+    for kw in (dict(), dict(stride=(2, 1), pad=(1, 0, 2, 1), dilation=(1, 2))):
+        dy = N.depthwiseconv(x, w, **kw)
+        close(dy, N.conv(x, wg, groups=3, **kw), rtol=1e-5)
+        close(N.grad_depthwiseconv_filter(x, dy, w.shape, **kw),
+              jnp.reshape(N.grad_conv_filter(x, dy, wg.shape, groups=3, **kw), w.shape, order="F"), rtol=1e-5)
+        close(N.grad_depthwiseconv_data(dy, w, x.shape, **kw), N.grad_conv_data(dy, wg, x.shape, groups=3, **kw), rtol=1e-5)

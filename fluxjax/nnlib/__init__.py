@@ -63,6 +63,17 @@ from .dropout import dropout
 from .fold import fold, unfold
 from .gather import gather, scatter
 from .glu import glu
+from .gradients import (
+    grad_depthwiseconv_data,
+    grad_depthwiseconv_filter,
+    grad_lpnormpool,
+    grad_maxpool,
+    grad_meanpool,
+    grad_upsample_bilinear,
+    grad_upsample_linear,
+    grad_upsample_nearest,
+    grad_upsample_trilinear,
+)
 from .normalise import normalise
 from .padding import pad_circular, pad_constant, pad_reflect, pad_repeat, pad_symmetric, pad_zeros
 from .pooling import lpnormpool, maxpool, meanpool
@@ -80,15 +91,17 @@ __all__ = [
     # convolution
     "conv", "crosscor", "depthwiseconv", "conv_transpose", "same_pad", "conv_output_size",
     "conv_transpose_output_size", "grad_conv_data", "grad_conv_filter", "unfold", "fold",
+    "grad_depthwiseconv_data", "grad_depthwiseconv_filter",
     # audio
     "hann_window", "hamming_window", "stft", "istft", "spectrogram", "power_to_db", "db_to_power",
     "melscale_filterbanks",
     # gather / scatter
     "gather", "scatter",
     # pooling
-    "maxpool", "meanpool", "lpnormpool",
+    "maxpool", "meanpool", "lpnormpool", "grad_maxpool", "grad_meanpool", "grad_lpnormpool",
     # upsampling
     "upsample_nearest", "upsample_linear", "upsample_bilinear", "upsample_trilinear", "pixel_shuffle",
+    "grad_upsample_nearest", "grad_upsample_linear", "grad_upsample_bilinear", "grad_upsample_trilinear",
     # padding
     "pad_zeros", "pad_constant", "pad_repeat", "pad_reflect", "pad_symmetric", "pad_circular",
     # dropout

@@ -1,0 +1,132 @@
+"""NNlib's `∇` functions for pooling, upsampling and depthwise convolution, spelled `grad_...`: each is the
+adjoint (vector-Jacobian product) of the forward function, taken with `jax.vjp` or, for the linear ones,
+`jax.linear_transpose`. NNlib's `PoolDims` / `DepthwiseConvDims` become the forward function's keywords
+(`grad_conv_data` and `grad_conv_filter` live with `conv`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+
+from .conv import IntOrTuple, _size_arg, conv_transpose_output_size, depthwiseconv
+from .pooling import lpnormpool, maxpool, meanpool
+from .upsample import upsample_bilinear, upsample_linear, upsample_nearest, upsample_trilinear
+
+
+def _pool_grad(pool: Callable, dy, y, x, what: str) -> jax.Array:
+    x = jnp.asarray(x)
+    dy = jnp.asarray(dy)
+    out, back = jax.vjp(pool, x)
+    for name, v in (("dy", dy), ("y", jnp.asarray(y))):
+        if v.shape != out.shape:
+            raise ValueError(
+                f"DimensionMismatch: {what}: {name} has shape {v.shape}, but pooling x of shape {x.shape} "
+                f"gives {out.shape}"
+            )
+    (dx,) = back(dy.astype(out.dtype))
+    return dx
+
+
+def grad_maxpool(dy, y, x, k: IntOrTuple, *, pad: IntOrTuple = 0, stride: IntOrTuple | None = None) -> jax.Array:
+    """NNlib's `∇maxpool(dy, y, x, pdims)`: `dy` sent back to where each window's maximum is in `x`
+    (`y = maxpool(x, k, ...)`, checked for its shape)."""
+    return _pool_grad(lambda x: maxpool(x, k, pad=pad, stride=stride), dy, y, x, "grad_maxpool")
+
+
+def grad_meanpool(dy, y, x, k: IntOrTuple, *, pad: IntOrTuple = 0, stride: IntOrTuple | None = None,
+                  count_include_pad: bool = True) -> jax.Array:
+    """NNlib's `∇meanpool(dy, y, x, pdims)`: `dy` spread evenly over each window of `x`."""
+    f = lambda x: meanpool(x, k, pad=pad, stride=stride, count_include_pad=count_include_pad)
+    return _pool_grad(f, dy, y, x, "grad_meanpool")
+
+
+def grad_lpnormpool(dy, y, x, p: float, k: IntOrTuple, *, pad: IntOrTuple = 0,
+                    stride: IntOrTuple | None = None) -> jax.Array:
+    """NNlib's `∇lpnormpool(dy, y, x, pdims; p)`: the gradient of `lpnormpool(x, p, k, ...)`."""
+    return _pool_grad(lambda x: lpnormpool(x, p, k, pad=pad, stride=stride), dy, y, x, "grad_lpnormpool")
+
+
+def _transpose(f: Callable, shape: tuple, dy) -> jax.Array:
+    dy = jnp.asarray(dy)
+    out = jax.eval_shape(f, jax.ShapeDtypeStruct(shape, dy.dtype)).shape
+    if out != dy.shape:
+        raise ValueError(f"DimensionMismatch: dy has shape {dy.shape}, but an input of shape {shape} gives {out}")
+    (dx,) = jax.linear_transpose(f, jax.ShapeDtypeStruct(shape, dy.dtype))(dy)
+    return dx
+
+
+def grad_upsample_nearest(dy, scale: int | Sequence[int]) -> jax.Array:
+    """NNlib's `∇upsample_nearest(Δ, scale)`: each block of `scale` summed back into one element."""
+    dy = jnp.asarray(dy)
+    scale = (scale,) if isinstance(scale, int) else tuple(scale)
+    if len(scale) > dy.ndim or any(dy.shape[i] % s for i, s in enumerate(scale)):
+        raise ValueError(f"grad_upsample_nearest: the sizes {dy.shape} of dy are not multiples of the scale {scale}")
+    shape = tuple(d // scale[i] if i < len(scale) else d for i, d in enumerate(dy.shape))
+    return _transpose(lambda x: upsample_nearest(x, scale), shape, dy)
+
+
+def _spatial(dy, size, n: int, what: str) -> tuple:
+    dy = jnp.asarray(dy)
+    size = (size,) if isinstance(size, int) else tuple(size)
+    if len(size) != n or dy.ndim != n + 2:
+        raise ValueError(f"{what}: expected dy of rank {n + 2} and size= the {n} spatial sizes of x, got {dy.shape} and {size}")
+    return (*size, *dy.shape[n:])
+
+
+def grad_upsample_linear(dy, *, size: int | Sequence[int], align_corners: bool = True) -> jax.Array:
+    """NNlib's `∇upsample_linear(Δ; size, align_corners)`: the adjoint of `upsample_linear` from an `x`
+    whose spatial size is `size` (dy is `(W, C, N)`)."""
+    shape = _spatial(dy, size, 1, "grad_upsample_linear")
+    out = jnp.shape(dy)[:1]
+    return _transpose(lambda x: upsample_linear(x, size=out, align_corners=align_corners), shape, dy)
+
+
+def grad_upsample_bilinear(dy, *, size: Sequence[int], align_corners: bool = True) -> jax.Array:
+    """NNlib's `∇upsample_bilinear(Δ; size, align_corners)`: `size` is `x`'s `(W, H)`."""
+    shape = _spatial(dy, size, 2, "grad_upsample_bilinear")
+    out = jnp.shape(dy)[:2]
+    return _transpose(lambda x: upsample_bilinear(x, size=out, align_corners=align_corners), shape, dy)
+
+
+def grad_upsample_trilinear(dy, *, size: Sequence[int], align_corners: bool = True) -> jax.Array:
+    """NNlib's `∇upsample_trilinear(Δ; size, align_corners)`: `size` is `x`'s `(W, H, D)`."""
+    shape = _spatial(dy, size, 3, "grad_upsample_trilinear")
+    out = jnp.shape(dy)[:3]
+    return _transpose(lambda x: upsample_trilinear(x, size=out, align_corners=align_corners), shape, dy)
+
+
+def grad_depthwiseconv_data(dy, w, x_size: IntOrTuple | None = None, *, stride: IntOrTuple = 1, pad: IntOrTuple = 0,
+                            dilation: IntOrTuple = 1, flipped: bool = False) -> jax.Array:
+    """NNlib's `∇depthwiseconv_data(dy, w, cdims)`: the gradient of `depthwiseconv(x, w, ...)` with respect
+    to `x`. `x_size` as for `grad_conv_data` (default: the smallest `x` that gives `dy`)."""
+    dy, w = jnp.asarray(dy), jnp.asarray(w)
+    n = w.ndim - 2
+    kw = dict(stride=stride, pad=pad, dilation=dilation, flipped=flipped)
+    full = (w.shape[-1], dy.shape[-1])  # NNlib's layout (k..., mult, Cin)
+    if x_size is None:
+        spatial = conv_transpose_output_size(dy.shape[:n], w.shape[:n], stride=stride, pad=pad, dilation=dilation)
+        x_shape = (*spatial, *full)
+    else:
+        x_shape = _size_arg(x_size, n, full, "x_size")
+    return _transpose(lambda x: depthwiseconv(x, w, **kw), x_shape, dy)
+
+
+def grad_depthwiseconv_filter(x, dy, w_size: IntOrTuple, *, stride: IntOrTuple = 1, pad: IntOrTuple = 0,
+                              dilation: IntOrTuple = 1, flipped: bool = False) -> jax.Array:
+    """NNlib's `∇depthwiseconv_filter(x, dy, cdims)`: the gradient of `depthwiseconv(x, w, ...)` with respect
+    to `w`, in NNlib's layout `(k..., mult, Cin)`; `w_size` is that shape, or just the kernel size `k`."""
+    x, dy = jnp.asarray(x), jnp.asarray(dy)
+    n = x.ndim - 2
+    cin = x.shape[-2]
+    if dy.shape[-2] % cin:
+        raise ValueError(f"DimensionMismatch: grad_depthwiseconv_filter: {dy.shape[-2]} output channels for {cin} input channels")
+    w_shape = _size_arg(w_size, n, (dy.shape[-2] // cin, cin), "w_size")
+    return _transpose(lambda w: depthwiseconv(x, w, stride=stride, pad=pad, dilation=dilation, flipped=flipped), w_shape, dy)
+
+
+__all__ = [
+    "grad_maxpool", "grad_meanpool", "grad_lpnormpool", "grad_upsample_nearest", "grad_upsample_linear",
+    "grad_upsample_bilinear", "grad_upsample_trilinear", "grad_depthwiseconv_data", "grad_depthwiseconv_filter",
+]
