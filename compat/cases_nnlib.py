@@ -1469,3 +1469,152 @@ def case_depthwiseconv_gradients():
         close(N.grad_depthwiseconv_filter(x, dy, w.shape, **kw),
               jnp.reshape(N.grad_conv_filter(x, dy, wg.shape, groups=3, **kw), w.shape, order="F"), rtol=1e-5)
         close(N.grad_depthwiseconv_data(dy, w, x.shape, **kw), N.grad_conv_data(dy, wg, x.shape, groups=3, **kw), rtol=1e-5)
+
+
+@case(
+    names=("grid_sample", "∇grid_sample"),
+    source="NNlib.jl test/sampling.jl and src/sampling.jl (grid_sample docstring)",
+    julia="""
+    julia> x = reshape(collect(1.0:4.0), (2, 2, 1, 1))
+    julia> grid = Array{Float64}(undef, 2, 3, 2, 1);
+    julia> grid[:, 1, 1, 1] .= (-3, -1); grid[:, 2, 1, 1] .= (0, -1); grid[:, 3, 1, 1] .= (1, -1);
+    julia> grid[:, 1, 2, 1] .= (-1, 1); grid[:, 2, 2, 1] .= (0, 1); grid[:, 3, 2, 1] .= (3, 1);
+    julia> grid_sample(x, grid; padding_mode=:zeros)    # 0.0 3.0; 1.5 3.5; 2.0 0.0
+    julia> grid_sample(x, grid; padding_mode=:border)   # 1.0 3.0; 1.5 3.5; 2.0 4.0
+    @testset "Known gradients" begin
+        x = ones(Float64, (2, 2, 1, 1))
+        grid[:, 1, 1, 1] .= (-1, -1); grid[:, 2, 1, 1] .= (1, -1); grid[:, 1, 2, 1] .= (-1, 1); grid[:, 2, 2, 1] .= (1, 1)
+        ∇grid_true[:, :, 1, 1] = [[0.0, 0.0] [-0.5, 0.0]]
+        ∇grid_true[:, :, 2, 1] = [[0.0, -0.5] [-0.5, -0.5]]
+        sampled = grid_sample(x, grid; padding_mode=:zeros)
+        @test x == sampled
+        ∇input, ∇grid = ∇grid_sample(ones(size(sampled)), x, grid; padding_mode=:zeros)
+        @test ∇input == x
+        @test ∇grid == ∇grid_true
+        (padding_mode = :border: ∇grid_true is all zeros)
+    end
+    @testset "Test out-of-bounds for different paddings" begin
+        x = ones(Float64, (2, 2, 1, 1))
+        grid[:, 1, 1, 1] .= (-3, -1); grid[:, 2, 1, 1] .= (0, -1); grid[:, 3, 1, 1] .= (3, -1)
+        grid[:, 1, 2, 1] .= (-1, 3); grid[:, 2, 2, 1] .= (0, 1); grid[:, 3, 2, 1] .= (1, 3)
+        y = grid_sample(x, grid; padding_mode=:zeros);  @test y == reshape(Float64[[0, 1, 0] [0, 1, 0]], size(y))
+        y = grid_sample(x, grid; padding_mode=:border); @test y == ones(Float64, size(y))
+    end
+    @testset "Known gradients 3D" begin   # x = ones(2, 2, 2, 1, 1), grid at the 8 corners
+        ∇grid_true[:, i, j, k, 1] .= (-0.5 * (i == 2), -0.5 * (j == 2), -0.5 * (k == 2))   (zeros); all zeros (border)
+    end
+    """,
+)
+def case_grid_sample():
+    def grid_of(points, shape):
+        g = np.zeros(shape)
+        for idx, p in points.items():
+            g[(slice(None), *idx, 0)] = p
+        return g
+
+    x = jnp.asarray(np.arange(1.0, 5.0).reshape(2, 2, 1, 1, order="F"), jnp.float32)
+    g = jnp.asarray(grid_of({(0, 0): (-3, -1), (1, 0): (0, -1), (2, 0): (1, -1), (0, 1): (-1, 1), (1, 1): (0, 1), (2, 1): (3, 1)},
+                            (2, 3, 2, 1)), jnp.float32)
+    equal(N.grid_sample(x, g, padding_mode="zeros")[:, :, 0, 0], rows([0, 3], [1.5, 3.5], [2, 0]))
+    equal(N.grid_sample(x, g, padding_mode="border")[:, :, 0, 0], rows([1, 3], [1.5, 3.5], [2, 4]))
+    with jax.enable_x64(True):
+        ones = jnp.ones((2, 2, 1, 1), jnp.float64)
+        g = jnp.asarray(grid_of({(0, 0): (-1, -1), (1, 0): (1, -1), (0, 1): (-1, 1), (1, 1): (1, 1)}, (2, 2, 2, 1)))
+        want = np.zeros((2, 2, 2, 1))
+        want[:, 1, 0, 0], want[:, 0, 1, 0], want[:, 1, 1, 0] = (-0.5, 0), (0, -0.5), (-0.5, -0.5)
+        for mode, dgrid in (("zeros", want), ("border", np.zeros_like(want))):
+            s = N.grid_sample(ones, g, padding_mode=mode)
+            equal(s, ones)
+            assert s.dtype == jnp.float64
+            dx, dg = N.grad_grid_sample(jnp.ones(s.shape), ones, g, padding_mode=mode)
+            equal(dx, ones)
+            equal(dg, dgrid)
+        g = jnp.asarray(grid_of({(0, 0): (-3, -1), (1, 0): (0, -1), (2, 0): (3, -1), (0, 1): (-1, 3), (1, 1): (0, 1), (2, 1): (1, 3)},
+                                (2, 3, 2, 1)))
+        equal(N.grid_sample(ones, g, padding_mode="zeros")[:, :, 0, 0], rows([0, 0], [1, 1], [0, 0]))
+        equal(N.grid_sample(ones, g, padding_mode="border"), np.ones((3, 2, 1, 1)))
+        ones3 = jnp.ones((2, 2, 2, 1, 1), jnp.float64)
+        g3 = np.zeros((3, 2, 2, 2, 1))
+        want3 = np.zeros_like(g3)
+        for i, j, k in np.ndindex(2, 2, 2):
+            g3[:, i, j, k, 0] = (2 * i - 1, 2 * j - 1, 2 * k - 1)
+            want3[:, i, j, k, 0] = (-0.5 * i, -0.5 * j, -0.5 * k)
+        for mode, dgrid in (("zeros", want3), ("border", np.zeros_like(want3))):
+            s = N.grid_sample(ones3, jnp.asarray(g3), padding_mode=mode)
+            equal(s, ones3)
+            dx, dg = N.grad_grid_sample(jnp.ones(s.shape), ones3, jnp.asarray(g3), padding_mode=mode)
+            equal(dx, ones3)
+            equal(dg, dgrid)
+
+
+@case(
+    names=("imrotate", "∇imrotate"),
+    source="NNlib.jl src/rotation.jl (imrotate docstring) and test/testsuite/rotation.jl",
+    julia="""
+    julia> arr = zeros((4,4,1,1)); arr[2,2,1,1] = 1;
+    julia> NNlib.imrotate(arr, deg2rad(90)) # rotation around (3,3)       -> the 1 at [2, 4]
+    julia> NNlib.imrotate(arr, deg2rad(90), rotation_center=(2,2))        -> the 1 stays at [2, 2]
+    julia> arr = zeros((3,3,1,1)); arr[1,2,1,1] = 1
+    julia> NNlib.imrotate(arr, deg2rad(45))       # 0.207107 at [1, 2] and [2, 3]
+    julia> NNlib.imrotate(arr, deg2rad(45), method=:nearest)   # 1.0 at [1, 3]
+    @testset "Simple test" begin
+        arr = device(zeros((6, 6, 1, 1)));
+        arr[3:4, 4, 1, 1] .= 1;
+        @test all(cpu(NNlib.imrotate(arr, deg2rad(45))) .≈ [0.0 0.0 0.0 0.0 0.0 0.0; 0.0 0.0 0.0 0.0 0.0 0.0; 0.0 0.0 0.0 0.29289321881345254 0.585786437626905 0.0; 0.0 0.0 0.08578643762690495 1.0 0.2928932188134524 0.0; 0.0 0.0 0.0 0.08578643762690495 0.0 0.0; 0.0 0.0 0.0 0.0 0.0 0.0])
+    end
+    @testset "Special cases of rotation" begin
+        arr = device(zeros(T, (10, 10, 1, 3)))
+        arr[6, 6, :, 1] .= 1; arr[6, 6, :, 2] .= 2; arr[6, 6, :, 3] .= 3
+        for method in [:bilinear, :nearest]
+            @test all(.≈(arr , NNlib.imrotate(arr, deg2rad(0); method)))    # and 90, 180, 270, 360
+        end
+    end
+    @testset "Test gradients" begin   # gradtest against finite differences, 11×11 and 10×10, angles
+        angles = deg2rad.([0, 0.0001, 35, 90, -90, -90.0123, 170, 180, 270, 360, 450, 1234.1234])
+    end
+    """,
+)
+def case_imrotate():
+    arr = jnp.zeros((4, 4, 1, 1)).at[1, 1].set(1.0)
+    equal(N.imrotate(arr, math.radians(90))[:, :, 0, 0], np.zeros((4, 4)) + np.eye(4)[1][:, None] * np.eye(4)[3][None, :])
+    equal(N.imrotate(arr, math.radians(90), rotation_center=(2, 2))[:, :, 0, 0], np.asarray(arr[:, :, 0, 0]))
+    arr = jnp.zeros((3, 3, 1, 1)).at[0, 1].set(1.0)
+    close(N.imrotate(arr, math.radians(45))[:, :, 0, 0], rows([0, 0.207107, 0], [0, 0, 0.207107], [0, 0, 0]), atol=1e-6)
+    equal(N.imrotate(arr, math.radians(45), method="nearest")[:, :, 0, 0], rows([0, 0, 1], [0, 0, 0], [0, 0, 0]))
+    arr = jnp.zeros((6, 6, 1, 1)).at[2:4, 3].set(1.0)
+    want = rows([0.0] * 6, [0.0] * 6, [0, 0, 0, 0.29289321881345254, 0.585786437626905, 0],
+                [0, 0, 0.08578643762690495, 1.0, 0.2928932188134524, 0], [0, 0, 0, 0.08578643762690495, 0, 0], [0.0] * 6)
+    close(N.imrotate(arr, math.radians(45))[:, :, 0, 0], want, atol=1e-6)
+    arr = jnp.zeros((10, 10, 1, 3)).at[5, 5, :, :].set(jnp.asarray([1.0, 2.0, 3.0]))
+    for method in ("bilinear", "nearest"):
+        for deg in (0, 90, 180, 270, 360):
+            close(N.imrotate(arr, math.radians(deg), method=method), arr, atol=1e-6)
+    with jax.enable_x64(True):  # gradtest: the adjoint against the transpose of the (linear) rotation
+        for method in ("nearest", "bilinear"):
+            for deg in (0, 0.0001, 35, 90, -90, -90.0123, 170, 180, 270, 360, 450, 1234.1234):
+                for n in (11, 10):
+                    x = np.random.default_rng(n).random((n, n, 1, 1))
+                    dy = np.random.default_rng(n + 1).random((n, n, 1, 1))
+                    # <imrotate(x), dy> = <x, ∇imrotate(dy)>, the defining property of the adjoint
+                    lhs = float(jnp.sum(N.imrotate(jnp.asarray(x), math.radians(deg), method=method) * dy))
+                    rhs = float(jnp.sum(jnp.asarray(x) * N.grad_imrotate(jnp.asarray(dy), jnp.asarray(x), math.radians(deg), method=method)))
+                    close(lhs, rhs, rtol=1e-10)
+
+
+@case(
+    names=("conv_bias_act",),
+    source="NNlib.jl test/conv_bias_act.jl",
+    julia="""
+    @testset "conv_bias_act" begin
+        x = rand(4,4,3,3)
+        w = rand(2,2,3,3)
+        b = rand(1,1,1,3)
+        cdims = DenseConvDims(x, w; stride=2)
+        @test NNlib.conv_bias_act(x, w, cdims, b, relu) ≈ relu.(conv(x, w, cdims) .+ b) atol=1e-5
+    end
+    """,
+)
+def case_conv_bias_act():
+    r = np.random.default_rng(0)
+    x, w, b = (jnp.asarray(r.random(s), jnp.float32) for s in ((4, 4, 3, 3), (2, 2, 3, 3), (1, 1, 1, 3)))
+    close(N.conv_bias_act(x, w, b, N.relu, stride=2), N.relu(N.conv(x, w, stride=2) + b), atol=1e-5)

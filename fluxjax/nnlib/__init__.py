@@ -50,6 +50,7 @@ from .audio import (
 from .batched import batched_adjoint, batched_mul, batched_transpose, batched_vec
 from .conv import (
     conv,
+    conv_bias_act,
     conv_output_size,
     conv_transpose,
     conv_transpose_output_size,
@@ -77,6 +78,7 @@ from .gradients import (
 from .normalise import normalise
 from .padding import pad_circular, pad_constant, pad_reflect, pad_repeat, pad_symmetric, pad_zeros
 from .pooling import lpnormpool, maxpool, meanpool
+from .sampling import grad_grid_sample, grad_imrotate, grid_sample, imrotate
 from .softmax import grad_logsoftmax, grad_softmax, logsoftmax, logsumexp, softmax
 from .upsample import pixel_shuffle, upsample_bilinear, upsample_linear, upsample_nearest, upsample_trilinear
 
@@ -89,12 +91,14 @@ __all__ = [
     # softmax, normalise
     "softmax", "logsoftmax", "logsumexp", "grad_softmax", "grad_logsoftmax", "normalise",
     # convolution
-    "conv", "crosscor", "depthwiseconv", "conv_transpose", "same_pad", "conv_output_size",
+    "conv", "conv_bias_act", "crosscor", "depthwiseconv", "conv_transpose", "same_pad", "conv_output_size",
     "conv_transpose_output_size", "grad_conv_data", "grad_conv_filter", "unfold", "fold",
     "grad_depthwiseconv_data", "grad_depthwiseconv_filter",
     # audio
     "hann_window", "hamming_window", "stft", "istft", "spectrogram", "power_to_db", "db_to_power",
     "melscale_filterbanks",
+    # sampling
+    "grid_sample", "grad_grid_sample", "imrotate", "grad_imrotate",
     # gather / scatter
     "gather", "scatter",
     # pooling

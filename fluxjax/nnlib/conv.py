@@ -14,7 +14,7 @@ Padding `pad` is an int, an N-tuple (symmetric per spatial dim), or a 2N-tuple
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from numbers import Integral
 
 import jax
@@ -139,6 +139,22 @@ def conv(
         dimension_numbers=_dimension_numbers(n, "IO"),
         feature_group_count=groups,
     ))
+
+
+def conv_bias_act(
+    x: jax.typing.ArrayLike, w: jax.typing.ArrayLike, b: jax.typing.ArrayLike, sigma: Callable = lambda y: y, *,
+    stride: IntOrTuple = 1, pad: IntOrTuple = 0, dilation: IntOrTuple = 1, flipped: bool = False, groups: int = 1,
+) -> jax.Array:
+    """NNlib's `conv_bias_act(x, w, cdims, b, σ)`: `σ.(conv(x, w) .+ b)`, one fused XLA expression.
+
+    `b` is NNlib's `(1, ..., 1, Cout, 1)` array or a vector of the `Cout` biases; the keywords are `conv`'s."""
+    y = conv(x, w, stride=stride, pad=pad, dilation=dilation, flipped=flipped, groups=groups)
+    b = jnp.asarray(b)
+    if b.ndim == 1:
+        if b.shape[0] != y.shape[-2]:
+            raise ValueError(f"DimensionMismatch: conv_bias_act: {b.shape[0]} biases for {y.shape[-2]} output channels")
+        b = b.reshape((1,) * (y.ndim - 2) + (-1, 1))
+    return sigma(y + b.astype(y.dtype))
 
 
 def crosscor(
@@ -318,7 +334,7 @@ def grad_conv_filter(
 
 
 __all__ = [
-    "grad_conv_data", "grad_conv_filter",
+    "grad_conv_data", "grad_conv_filter", "conv_bias_act",
     "conv", "crosscor", "depthwiseconv", "conv_transpose", "same_pad", "conv_output_size",
     "conv_transpose_output_size", "pad_pairs", "expand",
 ]
