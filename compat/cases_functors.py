@@ -395,3 +395,51 @@ def case_keypath():
     assert not haskeypath(grid, KeyPath((0, 2)))
     t = _Tkp(3, {"c": 4, "d": 5}, 6)
     assert haskeypath(t, KeyPath("ab")) and haskeypath(t, KeyPath("b", "c")) and not haskeypath(t, KeyPath("b", "e"))
+
+
+@case(
+    names=("functor", "@functor", "fmap"),
+    source="Functors.jl test/basics.jl",
+    julia="""
+    struct Foo; x; y; end
+    struct Bar{T}; x::T; end
+    (in Functors ≥ 0.5 every struct is a functor; Flux code writes `@functor Foo`, now `@layer`)
+    @testset "Nested" begin
+      model = Bar(Foo(1, [1, 2, 3]))
+      model′ = fmap(float, model)
+      @test model.x.y == model′.x.y
+      @test model′.x.y isa Vector{Float64}
+    end
+    @testset "@leaf" begin
+      children, re = Functors.functor(b)
+      @test re(children) === b
+      a = LeafType(1)
+      children, re = Functors.functor(a)
+      @test children == Functors.NoChildren()
+      @test re(children) === a
+    end
+    """,
+)
+def case_functor():
+    @fluxjax.functor
+    class Foo:
+        def __init__(self, x, y):
+            self.x, self.y = x, y
+
+    @fluxjax.functor
+    class Bar:
+        def __init__(self, x):
+            self.x = x
+
+    model = Bar(Foo(1, np.asarray([1, 2, 3])))
+    model2 = fluxjax.fmap(lambda a: a.astype(np.float64), model)
+    equal(model2.x.y, model.x.y)
+    assert model2.x.y.dtype == np.float64 and model2.x.x == 1
+    children, re = fluxjax.functor(model)
+    assert set(children) == {"x"} and re(children).x is model.x
+    children, re = fluxjax.functor(model.x)
+    assert set(children) == {"y"}  # the Python int is not a child: fluxjax's children are arrays and layers
+    assert re({"y": np.zeros(3)}).x == 1
+    leaf = jnp.ones(2)
+    children, re = fluxjax.functor(leaf)
+    assert children == () and re(children) is leaf

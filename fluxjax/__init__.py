@@ -21,6 +21,7 @@ from .destructure import destructure as destructure
 from .destructure import trainables as trainables
 from .devices import BFloat16 as BFloat16
 from .devices import CPUDevice as CPUDevice
+from .devices import DeviceIterator as DeviceIterator
 from .devices import bf16 as bf16
 from .devices import cpu as cpu
 from .devices import cpu_device as cpu_device
@@ -28,11 +29,13 @@ from .devices import f16 as f16
 from .devices import f32 as f32
 from .devices import f64 as f64
 from .devices import get_device as get_device
+from .devices import get_device_type as get_device_type
 from .devices import gpu as gpu
 from .devices import gpu_device as gpu_device
 from .errors import DimensionMismatch as DimensionMismatch
 from .functors import children as children
 from .functors import fmap as fmap
+from .functors import functor as functor
 from .functors import layer as layer
 from .functors import modules as modules
 from .functors import trainable as trainable

@@ -155,3 +155,31 @@ def get_device(x: Any) -> AbstractDevice | None:
     (dev,) = found
     return CPUDevice() if dev.platform == "cpu" else AcceleratorDevice(dev)
 
+
+
+def get_device_type(x: Any) -> type | None:
+    """MLDataDevices' `get_device_type(x)`: the class of `get_device(x)` (`CPUDevice` or
+    `AcceleratorDevice`), `None` when `x` holds no arrays."""
+    dev = get_device(x)
+    return None if dev is None else type(dev)
+
+
+class DeviceIterator:
+    """MLDataDevices' `DeviceIterator(dev, iterator)`: iterating it moves each element (an array, a tuple
+    of them, a model) to `dev` first, so a training loop reads batches already on the device:
+    `for x, y in DeviceIterator(gpu_device(), DataLoader((X, Y), batchsize=64)): ...`. `dev(x)` is
+    `jax.device_put`, asynchronous, so the next batch's transfer overlaps the current step."""
+
+    def __init__(self, dev: AbstractDevice, iterator: Any):
+        if not isinstance(dev, AbstractDevice):
+            raise TypeError(f"DeviceIterator(dev, iterator): dev must be cpu_device() or gpu_device(), got {type(dev).__name__}")
+        self.dev, self.iterator = dev, iterator
+
+    def __iter__(self):
+        return (self.dev(batch) for batch in self.iterator)
+
+    def __len__(self) -> int:
+        return len(self.iterator)
+
+    def __repr__(self) -> str:
+        return f"DeviceIterator({self.dev!r}, {self.iterator!r})"

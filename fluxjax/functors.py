@@ -254,6 +254,40 @@ def _has_dynamic(v) -> bool:
     return False
 
 
+def functor(x: Any) -> Any:
+    """Functors' `functor`, and its `@functor`.
+
+    Given a class, marks it as a layer (`@functor MyLayer`, the older spelling of `@layer`) and returns it.
+    Given a value, returns `(children, re)`: for a layer its `children` and `re(new_children)`, a copy with
+    those fields replaced; for a tuple, list or dict the container itself and `re(y) = y`; for anything
+    else (an array, a number) `((), re)` with `re(_)` giving it back.
+
+    ```python
+    >>> ch, re = functor(Dense(2, 3))
+    >>> sorted(ch)
+    ['bias', 'weight']
+    >>> re({**ch, "bias": jnp.ones(3)}).bias
+    Array([1., 1., 1.], dtype=float32)
+    ```
+    """
+    if isinstance(x, type):
+        return layer(x)
+    if is_layer(x):
+        def re(new: dict) -> Any:
+            unknown = set(new) - set(vars(x))
+            if unknown:
+                raise ValueError(f"functor: {type(x).__name__} has no fields {sorted(unknown)}")
+            out = object.__new__(type(x))
+            out.__dict__.update(vars(x))
+            out.__dict__.update(new)
+            return out
+
+        return children(x), re
+    if isinstance(x, (tuple, list, dict)):
+        return x, lambda y: y
+    return (), lambda _: x
+
+
 def trainable(x: Any) -> dict[str, Any]:
     """The fields an optimiser updates: Flux's `trainable(m)` (children minus state, or `trainable=`)."""
     if not is_layer(x):

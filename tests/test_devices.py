@@ -118,3 +118,17 @@ def test_gpu_device_falls_back_to_cpu_with_a_warning():
     assert isinstance(dev, Flux.CPUDevice)
     with pytest.raises(RuntimeError):
         Flux.gpu_device(force=True)
+
+
+def test_get_device_type_and_device_iterator():
+    import fluxjax as F
+
+    assert F.get_device_type(jnp.ones(2)) is F.CPUDevice and F.get_device_type({"a": 1}) is None
+    loader = F.DataLoader((jnp.arange(20.0).reshape(2, 10), jnp.arange(10.0)), batchsize=4)
+    it = F.DeviceIterator(F.cpu_device(), loader)
+    batches = list(it)
+    assert len(it) == 3 and [x.shape for x, _ in batches] == [(2, 4), (2, 4), (2, 2)]
+    np.testing.assert_array_equal(batches[2][1], [8.0, 9.0])
+    assert all(F.get_device(b) == F.cpu_device() for b in batches)
+    with pytest.raises(TypeError, match="dev must be cpu_device"):
+        F.DeviceIterator("cpu", loader)

@@ -278,3 +278,17 @@ def test_python_float_field_gradient():
     (g,) = gradient(lambda a: a(jnp.ones(2)), Scale1())
     close(g.W, [2.0, 2.0])
     close(g.s, 2.0)
+
+
+def test_functor_splits_a_layer_and_rebuilds_a_copy():
+    d = fluxjax.Dense(2, 3)
+    ch, re = fluxjax.functor(d)
+    assert sorted(ch) == ["bias", "weight"]
+    d2 = re({**ch, "bias": jnp.ones(3)})
+    assert type(d2) is fluxjax.Dense and d2.weight is d.weight and d2.sigma is d.sigma
+    np.testing.assert_array_equal(d2.bias, np.ones(3))
+    np.testing.assert_array_equal(d.bias, np.zeros(3))  # the original is untouched
+    with pytest.raises(ValueError, match=r"Dense has no fields \['gamma'\]"):
+        re({"gamma": 1})
+    t = (1, jnp.ones(2))
+    assert fluxjax.functor(t)[0] is t and fluxjax.functor(t)[1]("new") == "new"
