@@ -443,3 +443,35 @@ def case_functor():
     leaf = jnp.ones(2)
     children, re = fluxjax.functor(leaf)
     assert children == () and re(children) is leaf
+
+
+@case(
+    names=("DeviceIterator", "get_device_type", "cpu_device"),
+    source="MLDataDevices.jl src/iterator.jl (DeviceIterator docstring) and test/iterator_tests.jl",
+    julia="""
+    julia> X = rand(Float64, 3, 33);
+    julia> dataloader = DataLoader(X; batchsize=13, shuffle=false);
+    julia> for (i, x) in enumerate(CUDADevice()(dataloader))
+               @show i, summary(x)
+           end
+    (i, summary(x)) = (1, "3×13 CuArray{Float32, 2, CUDA.DeviceMemory}")
+    (i, summary(x)) = (2, "3×13 CuArray{Float32, 2, CUDA.DeviceMemory}")
+    (i, summary(x)) = (3, "3×7 CuArray{Float32, 2, CUDA.DeviceMemory}")
+    @testset "Basic Device Iterator" begin
+        datalist = [rand(10) for _ in 1:10]
+        for data in DeviceIterator(dev, datalist)
+            @test size(data) == (10,)
+            @test get_device_type(data) == dev_type
+        end
+    end
+    """,
+)
+def case_device_iterator():
+    dev = fluxjax.cpu_device()  # the device this suite runs on; gpu_device() is the same code
+    X = np.random.default_rng(0).random((3, 33))
+    shapes = [tuple(x.shape) for x in dev(fluxjax.DataLoader(X, batchsize=13, shuffle=False))]
+    assert shapes == [(3, 13), (3, 13), (3, 7)]
+    datalist = [np.random.default_rng(i).random(10) for i in range(10)]
+    for data in fluxjax.DeviceIterator(dev, datalist):
+        assert data.shape == (10,) and isinstance(data, jax.Array)
+        assert fluxjax.get_device_type(data) is fluxjax.CPUDevice

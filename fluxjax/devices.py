@@ -82,11 +82,16 @@ def gpu(m: Any) -> Any:
 
 class AbstractDevice:
     """A device as a callable: `dev(x)` moves every array in `x` (a model, an array, a container) to
-    `dev.device`, the JAX device; other leaves are kept."""
+    `dev.device`, the JAX device; other leaves are kept. `dev(loader)` of a `DataLoader` is
+    `DeviceIterator(dev, loader)`."""
 
     device: jax.Device
 
     def __call__(self, x: Any) -> Any:
+        from .data import DataLoader
+
+        if isinstance(x, DataLoader):  # as MLDataDevices: batches move as they are drawn
+            return DeviceIterator(self, x)
         dev = self.device
         return fmap(lambda a: jax.device_put(a, dev) if is_array(a) else a, x)
 
