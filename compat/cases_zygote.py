@@ -548,3 +548,36 @@ def case_adtypes():
         val, (g,) = fluxjax.withgradient(lambda x: jnp.sum(x**2), ad, jnp.asarray([1.0, 2.0]))
         close(val, 5.0)
         close(g, [2.0, 4.0], rtol=1e-5)
+
+
+@case(
+    names=("@showgrad",),
+    source="Zygote.jl src/lib/utils.jl (@showgrad docstring)",
+    julia="""
+    julia> gradient(2, 3) do a, b
+             @showgrad(a)*b
+           end
+    ∂(a) = 3
+    (3, 2)
+    # Note that the gradient depends on how the output of `@showgrad` is *used*, and is
+    # not the *overall* gradient of the variable `a`. For example:
+    julia> gradient(2) do a
+         @showgrad(a)*a
+       end
+    ∂(a) = 2
+    (4,)
+    """,
+)
+def case_showgrad():
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        g = fluxjax.gradient(lambda a, b: Z.showgrad(a, "a") * b, 2.0, 3.0)
+        jax.effects_barrier()
+        g2 = fluxjax.gradient(lambda a: Z.showgrad(a, "a") * a, 2.0)
+        jax.effects_barrier()
+    close(g, [3.0, 2.0])
+    close(g2[0], 4.0)
+    assert out.getvalue().splitlines() == ["∂(a) = 3.0", "∂(a) = 2.0"], out.getvalue()

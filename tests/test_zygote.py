@@ -1050,3 +1050,18 @@ def test_tracer_escaping_into_closure():
 def test_f_not_callable():
     with pytest.raises(TypeError, match="callable"):
         gradient(3.0, 1.0)
+
+
+def test_showgrad_prints_inside_a_compiled_step(capsys):
+    from fluxjax.zygote import showgrad
+
+    m = fluxjax.Dense(np.ones((1, 2), np.float32), np.zeros(1, np.float32))
+
+    @fluxjax.jit
+    def grad(m, x):
+        return fluxjax.gradient(lambda m: jnp.sum(showgrad(m(x), "y") * 3.0), m)[0]
+
+    g = grad(m, jnp.ones((2, 1)))
+    jax.effects_barrier()
+    np.testing.assert_allclose(g.weight, [[3.0, 3.0]])
+    assert "∂(y) = [[3.]]" in capsys.readouterr().out

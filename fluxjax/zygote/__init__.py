@@ -35,6 +35,7 @@ from .control import hook as hook
 from .control import ignore as ignore
 from .control import ignore_derivatives as ignore_derivatives
 from .control import isderiving as isderiving
+from .control import showgrad as showgrad
 from .implicit import Grads as Grads
 from .implicit import Params as Params
 from .implicit import params as params

@@ -41,6 +41,17 @@ def hook(f: Callable, x: Any) -> Any:
     return _hook(f, x)
 
 
+def showgrad(x: Any, name: str = "x") -> Any:
+    """Zygote's `@showgrad(x)`: `x` unchanged, and when the gradient reaches it in the backward pass it is
+    printed as `∂(name) = ...` (with `jax.debug.print`, so also inside `fluxjax.jit`)."""
+
+    def show(dx):
+        jax.debug.print("∂(" + name.replace("{", "{{").replace("}", "}}") + ") = {}", dx)
+        return dx
+
+    return _hook(show, x)
+
+
 def checkpointed(f: Callable, *xs) -> Any:
     """`f(*xs)` without storing intermediates: recomputed in the backward pass (`jax.checkpoint`)."""
     return jax.checkpoint(f)(*xs)
