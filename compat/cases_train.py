@@ -173,3 +173,24 @@ def case_trainstep_compiled():
     v = fluxjax.trainstep_(auxloss, model, (x, y), opt)
     assert isinstance(v, tuple) and np.isfinite(float(v[0])) and np.isfinite(float(v[1]["sumsq"]))
     assert fluxjax.train_(auxloss, model, [(x, y)] * 5, opt) is None
+
+
+@case(
+    names=("Train",),
+    source="Flux.jl src/train.jl",
+    julia="""
+    module Train
+    ...
+    export setup, train!, trainstep!, trainstep_withgradient!
+    """,
+)
+def case_train_module():
+    T = fluxjax.optimise.train
+    for name in ("setup", "train_", "trainstep_", "trainstep_withgradient_"):
+        assert getattr(T, name) is getattr(fluxjax, name), name
+    model = fluxjax.Dense(np.zeros((1, 1), np.float32), np.zeros(1, np.float32))
+    opt = T.setup(fluxjax.Descent(0.1), model)
+    x = np.arange(1, 5, dtype=np.float32).reshape(1, 4)
+    T.train_(lambda m, x, y: fluxjax.losses.mse(m(x), y), model, [(x, 2 * x)] * 200, opt)
+    close(model.weight, [[2.0]], atol=1e-3)
+    close(model.bias, [0.0], atol=3e-3)
