@@ -3,6 +3,7 @@ filter banks. Time is the first axis, as NNlib: a signal is `(L,)` or `(L, batch
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from typing import Any
@@ -64,17 +65,22 @@ def stft(x: jax.typing.ArrayLike, *, n_fft: int, hop_length: int | None = None, 
     hop = _hop(n_fft, hop_length)
     if x.ndim == 0:
         raise ValueError("stft expects a signal of shape (L,) or (L, batch...), got a scalar")
-    if center:
-        x = jnp.pad(x, [(n_fft // 2, n_fft // 2)] + [(0, 0)] * (x.ndim - 1), mode="reflect")
-    n = x.shape[0]
+    n = x.shape[0] + (2 * (n_fft // 2) if center else 0)
     if not 0 < n_fft <= n:
         raise ValueError(f"Expected `0 < n_fft ≤ size(x, 1)={n}`, but got `n_fft={n_fft}`.")
-    n_frames = 1 + (n - n_fft) // hop
+    w = None if window is None else _full_window(window, n_fft)
+    return _stft(x, w, n_fft, hop, center, normalized)
+
+
+@functools.partial(jax.jit, static_argnums=(2, 3, 4, 5))
+def _stft(x, window, n_fft, hop, center, normalized):
+    if center:
+        x = jnp.pad(x, [(n_fft // 2, n_fft // 2)] + [(0, 0)] * (x.ndim - 1), mode="reflect")
+    n_frames = 1 + (x.shape[0] - n_fft) // hop
     ids = np.arange(n_fft)[:, None] + hop * np.arange(n_frames)[None, :]
     frames = x[ids]  # (n_fft, n_frames, batch...)
     if window is not None:
-        w = _full_window(window, n_fft)
-        frames = frames * w.reshape((n_fft,) + (1,) * (frames.ndim - 1))
+        frames = frames * window.reshape((n_fft,) + (1,) * (frames.ndim - 1))
     y = jnp.fft.fft(frames, axis=0) if jnp.iscomplexobj(frames) else jnp.fft.rfft(frames, axis=0)
     return y * (n_fft**-0.5) if normalized else y
 
@@ -89,16 +95,22 @@ def istft(y: jax.typing.ArrayLike, *, n_fft: int, hop_length: int | None = None,
     hop = _hop(n_fft, hop_length)
     if y.ndim < 2:
         raise ValueError(f"istft expects y of shape (frequencies, frames, batch...), got {y.shape}")
+    if hop > n_fft:
+        raise ValueError(f"istft: hop_length={hop} > n_fft={n_fft} leaves gaps between frames")
+    w = None if window is None else _full_window(window, n_fft)
+    return _istft(y, w, n_fft, hop, center, normalized, return_complex, original_length)
+
+
+@functools.partial(jax.jit, static_argnums=(2, 3, 4, 5, 6, 7))
+def _istft(y, window, n_fft, hop, center, normalized, return_complex, original_length):
     n_frames = y.shape[1]
     if normalized:
         y = y * (n_fft**0.5)
     x = jnp.fft.ifft(y, axis=0) if return_complex else jnp.fft.irfft(y, n=n_fft, axis=0)
     if window is not None:
-        x = x / _full_window(window, n_fft).reshape((n_fft,) + (1,) * (x.ndim - 1))
+        x = x / window.reshape((n_fft,) + (1,) * (x.ndim - 1))
     # frames laid end to end (frame by frame), then each time step from the first frame that has it
     flat = jnp.moveaxis(x, 1, 0).reshape((n_frames * n_fft,) + x.shape[2:])
-    if hop > n_fft:
-        raise ValueError(f"istft: hop_length={hop} > n_fft={n_fft} leaves gaps between frames")
     keep = [c * n_fft + r for c in range(n_frames) for r in range(n_fft) if c == 0 or r >= n_fft - hop]
     x = flat[np.asarray(keep)]
     left = n_fft // 2 if center else 0

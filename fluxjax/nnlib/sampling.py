@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 
@@ -37,6 +38,12 @@ def grid_sample(x: jax.typing.ArrayLike, grid: jax.typing.ArrayLike, *, padding_
             f"DimensionMismatch: grid_sample of x {x.shape} expects grid of shape ({d}, out..., {x.shape[-1]}), "
             f"got {grid.shape}"
         )
+    return _grid_sample(x, grid, padding_mode)
+
+
+@functools.partial(jax.jit, static_argnums=2)
+def _grid_sample(x: jax.Array, grid: jax.Array, padding_mode: str) -> jax.Array:
+    d = x.ndim - 2
     sizes = x.shape[:d]
     coords = []
     for k in range(d):  # NNlib's unnormalize, 0-based: -1 → 0, 1 → size - 1
@@ -99,10 +106,10 @@ def _trivial(x: jax.Array, theta: float, center: tuple, adjoint: bool) -> jax.Ar
     return None
 
 
-def _rotate(x: jax.Array, theta: float, method: str, center: tuple) -> jax.Array:
-    """The general case: output pixel (i, j) reads x at its rotation about `center` (1-based, as NNlib)."""
+def _rotate(x: jax.Array, s: jax.Array, c: jax.Array, method: str, center: tuple) -> jax.Array:
+    """The general case: output pixel (i, j) reads x at its rotation by the angle with sine `s` and cosine
+    `c` about `center` (1-based, as NNlib)."""
     W, H = x.shape[:2]
-    s, c = math.sin(theta), math.cos(theta)
     i = jnp.arange(1, W + 1, dtype=x.dtype)[:, None]
     j = jnp.arange(1, H + 1, dtype=x.dtype)[None, :]
     yy, xx = i - center[0], j - center[1]
@@ -123,6 +130,22 @@ def _rotate(x: jax.Array, theta: float, method: str, center: tuple) -> jax.Array
     v = ((1 - dx) * (1 - dy) * x[y0, x0] + (1 - dx) * dy * x[y1, x0]
          + dx * (1 - dy) * x[y0, x1] + dx * dy * x[y1, x1])
     return jnp.where(valid[..., None, None], v, 0)
+
+
+def _sincos(theta: float, dtype) -> tuple[jax.Array, jax.Array]:
+    dt = dtype if jnp.issubdtype(dtype, jnp.floating) else jnp.float32
+    return jnp.asarray(math.sin(theta), dt), jnp.asarray(math.cos(theta), dt)
+
+
+@functools.partial(jax.jit, static_argnums=(3, 4))
+def _rotate_compiled(x, s, c, method, center):
+    return _rotate(x, s, c, method, center).astype(x.dtype)
+
+
+@functools.partial(jax.jit, static_argnums=(3, 4))
+def _rotate_adjoint(dy, s, c, method, center):
+    (dx,) = jax.linear_transpose(lambda a: _rotate(a, s, c, method, center), jax.ShapeDtypeStruct(dy.shape, dy.dtype))(dy)
+    return dx
 
 
 def _prepare(x, theta, method, rotation_center):
@@ -152,7 +175,7 @@ def imrotate(x: jax.typing.ArrayLike, theta: float, *, method: str = "bilinear",
     """
     x, theta, center = _prepare(x, theta, method, rotation_center)
     out = _trivial(x, theta, center, adjoint=False)
-    return out if out is not None else _rotate(x, theta, method, center).astype(x.dtype)
+    return out if out is not None else _rotate_compiled(x, *_sincos(theta, x.dtype), method, center)
 
 
 def grad_imrotate(dy: jax.typing.ArrayLike, x: jax.typing.ArrayLike, theta: float, *, method: str = "bilinear",
@@ -165,8 +188,7 @@ def grad_imrotate(dy: jax.typing.ArrayLike, x: jax.typing.ArrayLike, theta: floa
     out = _trivial(dy, theta, center, adjoint=True)
     if out is not None:
         return out
-    (dx,) = jax.linear_transpose(lambda a: _rotate(a, theta, method, center), jax.ShapeDtypeStruct(x.shape, dy.dtype))(dy)
-    return dx
+    return _rotate_adjoint(dy, *_sincos(theta, dy.dtype), method, center)
 
 
 __all__ = ["grid_sample", "grad_grid_sample", "imrotate", "grad_imrotate"]
