@@ -176,16 +176,21 @@ def depthwiseconv(
     `depthwiseconv(jnp.ones((10, 10, 3, 2)), jnp.ones((2, 2, 3, 3))).shape == (9, 9, 9, 2)`.
     """
     x, w = _promote(x, w)
-    n = _check(x, w, "depthwiseconv")
+    _check(x, w, "depthwiseconv")
     cin = x.shape[-2]
-    if w.shape[-1] == cin:  # NNlib's (k..., mult, Cin): column-major merge of (mult, Cin)
-        w = jnp.reshape(w, (*w.shape[:n], 1, w.shape[-2] * cin), order="F")
-    elif not (w.shape[-2] == 1 and w.shape[-1] % cin == 0):
-        raise ValueError(
-            f"DimensionMismatch: depthwiseconv expects w of shape (k..., mult, {cin}) or "
-            f"(k..., 1, mult*{cin}) for x of shape {x.shape}, got {w.shape}"
-        )
+    w = _grouped(w, cin, f"depthwiseconv expects w of shape (k..., mult, {cin}) or (k..., 1, mult*{cin}) for x of shape {x.shape}")
     return conv(x, w, stride=stride, pad=pad, dilation=dilation, flipped=flipped, groups=cin)
+
+
+def _grouped(w: jax.Array, cin: int, expects: str) -> jax.Array:
+    """A depthwise weight as `conv`'s grouped one, `(k..., 1, mult*Cin)`: NNlib's `(k..., mult, Cin)` is
+    merged column-major (output channel `i*mult + m`); the grouped layout passes as it is."""
+    n = w.ndim - 2
+    if w.shape[-1] == cin:
+        return jnp.reshape(w, (*w.shape[:n], 1, w.shape[-2] * cin), order="F")
+    if not (w.shape[-2] == 1 and w.shape[-1] % cin == 0):
+        raise ValueError(f"DimensionMismatch: {expects}, got {w.shape}")
+    return w
 
 
 def conv_transpose(

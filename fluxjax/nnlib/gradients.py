@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 import jax
 import jax.numpy as jnp
 
-from .conv import IntOrTuple, _size_arg, conv_transpose_output_size, depthwiseconv
+from .conv import IntOrTuple, _grouped, _size_arg, grad_conv_data, grad_conv_filter
 from .pooling import lpnormpool, maxpool, meanpool
 from .upsample import upsample_bilinear, upsample_linear, upsample_nearest, upsample_trilinear
 
@@ -100,30 +100,27 @@ def grad_upsample_trilinear(dy, *, size: Sequence[int], align_corners: bool = Tr
 def grad_depthwiseconv_data(dy, w, x_size: IntOrTuple | None = None, *, stride: IntOrTuple = 1, pad: IntOrTuple = 0,
                             dilation: IntOrTuple = 1, flipped: bool = False) -> jax.Array:
     """NNlib's `∇depthwiseconv_data(dy, w, cdims)`: the gradient of `depthwiseconv(x, w, ...)` with respect
-    to `x`. `x_size` as for `grad_conv_data` (default: the smallest `x` that gives `dy`)."""
-    dy, w = jnp.asarray(dy), jnp.asarray(w)
-    n = w.ndim - 2
-    kw = dict(stride=stride, pad=pad, dilation=dilation, flipped=flipped)
-    full = (w.shape[-1], dy.shape[-1])  # NNlib's layout (k..., mult, Cin)
-    if x_size is None:
-        spatial = conv_transpose_output_size(dy.shape[:n], w.shape[:n], stride=stride, pad=pad, dilation=dilation)
-        x_shape = (*spatial, *full)
-    else:
-        x_shape = _size_arg(x_size, n, full, "x_size")
-    return _transpose(lambda x: depthwiseconv(x, w, **kw), x_shape, dy)
+    to `x`, as `grad_conv_data` of the grouped convolution that `depthwiseconv` is. `x_size` as there
+    (default: the smallest `x` that gives `dy`)."""
+    w = jnp.asarray(w)
+    cin = w.shape[-1]  # NNlib's layout (k..., mult, Cin)
+    wg = _grouped(w, cin, "grad_depthwiseconv_data expects w of shape (k..., mult, Cin)")
+    return grad_conv_data(dy, wg, x_size, stride=stride, pad=pad, dilation=dilation, flipped=flipped, groups=cin)
 
 
 def grad_depthwiseconv_filter(x, dy, w_size: IntOrTuple, *, stride: IntOrTuple = 1, pad: IntOrTuple = 0,
                               dilation: IntOrTuple = 1, flipped: bool = False) -> jax.Array:
     """NNlib's `∇depthwiseconv_filter(x, dy, cdims)`: the gradient of `depthwiseconv(x, w, ...)` with respect
-    to `w`, in NNlib's layout `(k..., mult, Cin)`; `w_size` is that shape, or just the kernel size `k`."""
+    to `w`, in NNlib's layout `(k..., mult, Cin)`; `w_size` is that shape, or just the kernel size `k`.
+    It is `grad_conv_filter` of the grouped convolution, unmerged."""
     x, dy = jnp.asarray(x), jnp.asarray(dy)
     n = x.ndim - 2
     cin = x.shape[-2]
     if dy.shape[-2] % cin:
         raise ValueError(f"DimensionMismatch: grad_depthwiseconv_filter: {dy.shape[-2]} output channels for {cin} input channels")
     w_shape = _size_arg(w_size, n, (dy.shape[-2] // cin, cin), "w_size")
-    return _transpose(lambda w: depthwiseconv(x, w, stride=stride, pad=pad, dilation=dilation, flipped=flipped), w_shape, dy)
+    dwg = grad_conv_filter(x, dy, w_shape[:n], stride=stride, pad=pad, dilation=dilation, flipped=flipped, groups=cin)
+    return jnp.reshape(dwg, w_shape, order="F")
 
 
 __all__ = [
