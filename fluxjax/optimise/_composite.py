@@ -57,22 +57,12 @@ class OptimiserChain(Rule):
         return (OptimiserChain, tuple(o.static_key() if isinstance(o, Rule) else o for o in self.opts))
 
     def adjust(self, eta: float | None = None, /, **kw: Any) -> OptimiserChain:
-        if eta is None and not kw:
-            raise ValueError("adjust must be given something to act on!")
-        args = () if eta is None else (eta,)
-        return OptimiserChain(*(o.adjust(*args, **kw) if isinstance(o, Rule) else o for o in self.opts))
+        args = _adjust_args(eta, kw)
+        return OptimiserChain(*(_adjusted(o, args, kw) for o in self.opts))
 
     def adjust_state(self, state: PyTree, eta: float | None = None, /, **kw: Any) -> PyTree:
-        if eta is None and not kw:
-            raise ValueError("adjust must be given something to act on!")
-        args = () if eta is None else (eta,)
-        out = []
-        for o, s in zip(self.opts, state, strict=True):
-            if isinstance(o, Rule):
-                out.append(o.adjust_state(s, *args, **kw))
-            else:
-                out.append(_adjust_foreign(s, eta if eta is not None else kw.get("eta")))
-        return tuple(out)
+        args = _adjust_args(eta, kw)
+        return tuple(_adjusted_state(o, s, args, kw) for o, s in zip(self.opts, state, strict=True))
 
     def _delta_init(self, params: PyTree) -> PyTree:
         return tuple(o._delta_init(params) if isinstance(o, Rule) else o.init(params) for o in self.opts)
@@ -99,6 +89,25 @@ class OptimiserChain(Rule):
         if skip is not None:
             dx = _zeros_where(skip, dx)
         return dx, tuple(new_states), skip
+
+
+def _adjust_args(eta: Any, kw: dict) -> tuple:
+    if eta is None and not kw:
+        raise ValueError("adjust must be given something to act on!")
+    return () if eta is None else (eta,)
+
+
+def _adjusted(o: Any, args: tuple, kw: dict) -> Any:
+    """A rule inside a composite, adjusted; a foreign optax transformation stays as it is."""
+    return o.adjust(*args, **kw) if isinstance(o, Rule) else o
+
+
+def _adjusted_state(o: Any, state: PyTree, args: tuple, kw: dict) -> PyTree:
+    """The state of a rule inside a composite, adjusted; for a foreign optax transformation, only an
+    ``inject_hyperparams`` learning rate."""
+    if isinstance(o, Rule):
+        return o.adjust_state(state, *args, **kw)
+    return _adjust_foreign(state, args[0] if args else kw.get("eta"))
 
 
 def _adjust_foreign(state: PyTree, eta: Any) -> PyTree:
@@ -231,19 +240,10 @@ class MixedPrecision(Rule):
         return (MixedPrecision, self.T, rule.static_key() if isinstance(rule, Rule) else rule)
 
     def adjust(self, eta: float | None = None, /, **kw: Any) -> MixedPrecision:
-        if eta is None and not kw:
-            raise ValueError("adjust must be given something to act on!")
-        args = () if eta is None else (eta,)
-        rule = self.rule.adjust(*args, **kw) if isinstance(self.rule, Rule) else self.rule
-        return MixedPrecision(self.T, rule)
+        return MixedPrecision(self.T, _adjusted(self.rule, _adjust_args(eta, kw), kw))
 
     def adjust_state(self, state: PyTree, eta: float | None = None, /, **kw: Any) -> PyTree:
-        if eta is None and not kw:
-            raise ValueError("adjust must be given something to act on!")
-        args = () if eta is None else (eta,)
-        if isinstance(self.rule, Rule):
-            return state._replace(state=self.rule.adjust_state(state.state, *args, **kw))
-        return state._replace(state=_adjust_foreign(state.state, eta if eta is not None else kw.get("eta")))
+        return state._replace(state=_adjusted_state(self.rule, state.state, _adjust_args(eta, kw), kw))
 
     def _delta_init(self, params: PyTree) -> PyTree:
         if self.T.itemsize == 8 and not jax.config.jax_enable_x64:

@@ -14,10 +14,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._slots import _NUMBER, PARAM, walk
-from ..functors import is_float_array
+from .._slots import _NUMBER, walk
 from ..state import Region
-from .plan import _check_scalar, _first
+from .plan import _check_scalar, _differentiable, _first
 from .tangent import _rebuild
 
 
@@ -75,10 +74,7 @@ class AutoFiniteDifferences(ADType):
 def _finite_differences(f: Callable, args: tuple, name: str) -> tuple[Any, Any]:
     box = list(args)
     w = walk(box)
-    diff = [
-        i for i, (v, r) in enumerate(zip(w.leaves, w.roles))
-        if r == PARAM and (is_float_array(v) or (isinstance(v, _NUMBER) and not isinstance(v, (bool, np.bool_, complex))))
-    ]
+    diff = _differentiable(w)
 
     def run(i=None, x=None):
         with Region() as region:  # not differentiating; writes (BatchNorm statistics, Dropout keys) undone

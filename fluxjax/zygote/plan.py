@@ -54,16 +54,20 @@ def _is_int(v) -> bool:
     return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
 
 
+def _differentiable(w) -> list[int]:
+    """The leaves of a `walk` that `gradient` differentiates: parameters that are float arrays or real
+    numbers (not bools)."""
+    return [
+        i
+        for i, (v, r) in enumerate(zip(w.leaves, w.roles))
+        if r == PARAM and (is_float_array(v) or (isinstance(v, _NUMBER) and not isinstance(v, (bool, np.bool_, complex))))
+    ]
+
+
 def _explicit_plan(f, args, name, static=frozenset()) -> _Plan:
     box = list(args)
     w = walk(box)
-    diff = [
-        i
-        for i, (v, r) in enumerate(zip(w.leaves, w.roles))
-        if r == PARAM
-        and i not in static
-        and (is_float_array(v) or (isinstance(v, _NUMBER) and not isinstance(v, (bool, np.bool_, complex))))
-    ]
+    diff = [i for i in _differentiable(w) if i not in static]
     if not diff:
         bad = [a for a in args if isinstance(a, (str, bytes)) or callable(a) and not is_layer(a)]
         if bad:
