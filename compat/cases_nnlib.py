@@ -17,6 +17,7 @@ import numpy as np
 import fluxjax
 from compat._case import case, close, equal, jl, raises, rows
 from fluxjax import nnlib as N
+from fluxjax.errors import DimensionMismatch
 
 ACT = "NNlib.jl test/activations.jl"
 S = lambda x: 1 / (1 + math.exp(-x))  # noqa: E731
@@ -315,7 +316,7 @@ CONV_GRAD_ANSWERS = {
 
 
 @case(
-    names=("∇conv_data", "∇conv_filter"),
+    names=("∇conv_data", "∇conv_filter", "DenseConvDims", "conv"),
     source=CONV,
     julia="""
     for rank in (1,2,3)
@@ -337,12 +338,18 @@ def case_conv_grads_known_answers():
         dx0, dw0 = np.asarray(ans["dx"]), np.asarray(ans["dw"])
         x = jl(range(1, dx0.size + 1), (*dx0.shape, 1, 1))
         w = jl(range(1, dw0.size + 1), (*dw0.shape, 1, 1))
-        for suffix, kw in [("", {}), ("_stride", dict(stride=2)), ("_dil", dict(dilation=2)), ("_pad", dict(pad=1)),
-                           ("_flip", dict(flipped=True))]:
+        for suffix, kw, julia_kw in [("", {}, {}), ("_stride", dict(stride=2), dict(stride=2)),
+                                     ("_dil", dict(dilation=2), dict(dilation=2)), ("_pad", dict(pad=1), dict(padding=1)),
+                                     ("_flip", dict(flipped=True), dict(flipkernel=True))]:
             dy = N.conv(x, w, **kw)
             # the 3-d answers are printed to 6 significant digits (1.26055e6)
             close(N.grad_conv_filter(x, dy, w.shape, **kw)[..., 0, 0], ans["dw" + suffix], rtol=1e-5)
             close(N.grad_conv_data(dy, w, x.shape, **kw)[..., 0, 0], ans["dx" + suffix], rtol=1e-5)
+            # and as NNlib spells it, with the settings in a DenseConvDims
+            cdims = N.DenseConvDims(x, w, **julia_kw)
+            equal(N.conv(x, w, cdims), dy)
+            close(N.grad_conv_filter(x, dy, cdims)[..., 0, 0], ans["dw" + suffix], rtol=1e-5)
+            close(N.grad_conv_data(dy, w, cdims)[..., 0, 0], ans["dx" + suffix], rtol=1e-5)
 
 
 @case(
@@ -386,7 +393,7 @@ def case_nnlib_depthwiseconv():
 
 
 @case(
-    names=("maxpool", "meanpool"),
+    names=("maxpool", "meanpool", "PoolDims"),
     source="NNlib.jl test/pooling.jl",
     julia="""
     # x = reshape(Float64[1:prod(size(dx));], size(dx)..., 1, 1)
@@ -410,6 +417,12 @@ def case_pool_known_answers():
     x = jl(range(1, 21), (5, 4, 1, 1), np.float32)
     close(N.maxpool(x, (2, 2))[:, :, 0, 0], rows([7, 17], [9, 19]))
     close(N.maxpool(x, (2, 2), pad=1)[:, :, 0, 0], rows([1, 11, 16], [3, 13, 18], [5, 15, 20]))
+    equal(N.maxpool(x, N.PoolDims(x, 2, padding=1)), N.maxpool(x, (2, 2), pad=1))
+    x = jl(range(1, 6), (5, 1, 1), np.float32)
+    for pool in (N.maxpool, N.meanpool):
+        equal(pool(x, N.PoolDims(x, 2)), pool(x, (2,)))
+        equal(pool(x, N.PoolDims(x, 2, stride=1)), pool(x, (2,), stride=1))
+        equal(pool(x, N.PoolDims(x, 2, padding=1)), pool(x, (2,), pad=1))
 
 
 @case(
@@ -434,6 +447,113 @@ def case_lpnormpool():
     close(N.lpnormpool(x, 3.0, (2,), stride=1)[:, 0, 0], [2.080083823051904, 3.2710663101885897, 4.497941445275415, 5.738793548317167],
           atol=1e-3)
     close(N.lpnormpool(x, 2.0, (2,), pad=1)[:, 0, 0], [1.0, 3.605551275463989, 6.4031242374328485], atol=1e-3)
+    close(N.lpnormpool(x, N.PoolDims(x, 2, padding=1), p=2.0)[:, 0, 0], [1.0, 3.605551275463989, 6.4031242374328485], atol=1e-3)
+
+
+@case(
+    names=("ConvDims", "DenseConvDims", "DepthwiseConvDims"),
+    source=CONV,
+    julia="""
+    for T in (DenseConvDims, DepthwiseConvDims)
+        x = randn(5,4,3,2)
+        w = T == DenseConvDims ? randn(1,2,3,4) : randn(1,2,4,3)
+        cdims = T(x, w)
+        @test input_size(cdims) == size(x)[1:2]
+        @test kernel_size(cdims) == size(w)[1:2]
+        @test channels_in(cdims) == size(x, 3)
+        @test stride(cdims) == (1,1)
+        @test dilation(cdims) == (1,1)
+        @test padding(cdims) == (0,0,0,0)
+        @test flipkernel(cdims) == false
+        @test output_size(cdims) == (5,3)
+        # DenseConvDims: @test channels_out(cdims) == size(w, 4)
+        # DepthwiseConvDims: @test channel_multiplier(cdims) == size(w, 3); @test channels_out(cdims) == size(w,3)*size(w,4)
+        cdims = T(x, w; stride=2, dilation=2, padding=3, flipkernel=true)
+        @test stride(cdims) == (2,2); @test dilation(cdims) == (2,2); @test padding(cdims) == (3,3,3,3)
+        @test flipkernel(cdims) == true; @test output_size(cdims) == (6,4)
+        cdims = T(x, w; stride=(1, 2), dilation=(1, 2), padding=(0,1))
+        @test stride(cdims) == (1,2); @test dilation(cdims) == (1,2); @test padding(cdims) == (0,0,1,1)
+        @test output_size(cdims) == (5,2)
+        cdims = T(x, w; padding=(1,2,3,4))
+        @test padding(cdims) == (1,2,3,4); @test output_size(cdims) == (8,10)
+        @test_throws DimensionMismatch T(x, w; stride=(1,))
+        @test_throws DimensionMismatch T(x, w; stride=(1, 1, 1))
+        @test_throws DimensionMismatch T(x, w; padding=(1, 1, 1))
+        @test_throws DimensionMismatch T(x, w; padding=(1, 1, 1, 1, 1))
+        @test_throws DimensionMismatch T(x, w; dilation=(1,))
+        @test_throws DimensionMismatch T(x, w; dilation=(1, 1, 1))
+        @test_throws DimensionMismatch T(x, w; dilation=(1, 5))
+        # Channel mismatch: DenseConvDims: T(x, w[:,:,1:1,:]); DepthwiseConvDims: T(x, w[:,:,:,1:1])
+    end
+    """,
+)
+def case_convdims():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((5, 4, 3, 2))
+    for T, w in ((N.DenseConvDims, rng.standard_normal((1, 2, 3, 4))), (N.DepthwiseConvDims, rng.standard_normal((1, 2, 4, 3)))):
+        c = T(x, w)
+        assert c.input_size == x.shape[:2] and c.kernel_size == w.shape[:2] and c.channels_in == 3
+        assert (c.stride, c.dilation, c.padding, c.flipkernel, c.output_size) == ((1, 1), (1, 1), (0, 0, 0, 0), False, (5, 3))
+        if T is N.DenseConvDims:
+            assert c.channels_out == w.shape[3]
+        else:
+            assert c.channel_multiplier == w.shape[2] and c.channels_out == w.shape[2] * w.shape[3]
+        c = T(x, w, stride=2, dilation=2, padding=3, flipkernel=True)
+        assert (c.stride, c.dilation, c.padding, c.flipkernel, c.output_size) == ((2, 2), (2, 2), (3, 3, 3, 3), True, (6, 4))
+        c = T(x, w, stride=(1, 2), dilation=(1, 2), padding=(0, 1))
+        assert (c.stride, c.dilation, c.padding, c.output_size) == ((1, 2), (1, 2), (0, 0, 1, 1), (5, 2))
+        c = T(x, w, padding=(1, 2, 3, 4))
+        assert (c.padding, c.output_size) == ((1, 2, 3, 4), (8, 10))
+        for kw in (dict(stride=(1,)), dict(stride=(1, 1, 1)), dict(padding=(1, 1, 1)), dict(padding=(1, 1, 1, 1, 1)),
+                   dict(dilation=(1,)), dict(dilation=(1, 1, 1)), dict(dilation=(1, 5))):
+            raises(DimensionMismatch, lambda kw=kw, T=T, w=w: T(x, w, **kw))
+        bad = w[:, :, :1, :] if T is N.DenseConvDims else w[:, :, :, :1]
+        raises(DimensionMismatch, lambda T=T, bad=bad: T(x, bad))
+    # sizes work as well as arrays, and the printout is NNlib's
+    c = N.DenseConvDims((5, 4, 3, 2), (1, 2, 3, 4))
+    assert c == N.DenseConvDims(x, rng.standard_normal((1, 2, 3, 4))) and hash(c) == hash(N.DenseConvDims(x, np.ones((1, 2, 3, 4))))
+    assert repr(c) == ("DenseConvDims: (5, 4, 3) * (1, 2) -> (5, 3, 4), stride: (1, 1), pad: (0, 0, 0, 0), "
+                       "dil: (1, 1), flip: false, groups: 1")
+
+
+@case(
+    names=("PoolDims", "maxpool", "∇maxpool", "meanpool"),
+    source="NNlib.jl test/pooling.jl",
+    julia="""
+    @testset "Issue #133" begin
+        x = reshape([(1.:9.)...], 3, 3, 1, 1)
+        pdims = PoolDims(size(x), (2, 2), padding=(1, 1), stride=(2, 2))
+        y = maxpool(x, pdims)
+        dy = y .* 0 .+ 1
+        dx = ∇maxpool(dy, y, x, pdims)
+        @test dx[:,:,1,1] == [1.0 0.0 1.0; 0.0 0.0 0.0; 1.0 0.0 1.0]
+    end
+    # issue 210
+    x, k = rand(Float32, 5, 2, 1, 3), (2, 1)
+    pdims1 = NNlib.PoolDims(x, k, padding=1, stride=1)
+    pdims2 = NNlib.PoolDims(x, k, padding=(1, 0, 0, 0), stride=1)
+    @test maxpool(x, pdims1) isa Array{Float32,4}
+    @test maxpool(x, pdims2) isa Array{Float32,4}
+    # issue #229
+    x = ones(Float32, 4, 4, 1, 1) .* -1
+    pool = meanpool(x, PoolDims(x, 2, padding=1))
+    valid = reshape([-0.25, -0.5, -0.25, -0.5, -1.0, -0.5, -0.25, -0.5, -0.25], (3, 3, 1, 1))
+    @test all(pool .== valid)
+    """,
+)
+def case_pooldims():
+    x = jl(np.arange(1.0, 10.0), (3, 3, 1, 1))
+    pdims = N.PoolDims(x.shape, (2, 2), padding=(1, 1), stride=(2, 2))
+    assert pdims.output_size == (2, 2) and pdims.channels_out == 1
+    y = N.maxpool(x, pdims)
+    equal(N.grad_maxpool(y * 0 + 1, y, x, pdims)[:, :, 0, 0], rows([1, 0, 1], [0, 0, 0], [1, 0, 1]))
+    x = np.random.default_rng(0).random((5, 2, 1, 3), dtype=np.float32)
+    for pd in (N.PoolDims(x, (2, 1), padding=1, stride=1), N.PoolDims(x, (2, 1), padding=(1, 0, 0, 0), stride=1)):
+        out = N.maxpool(x, pd)
+        assert out.dtype == jnp.float32 and out.shape == (*pd.output_size, 1, 3)
+    x = -np.ones((4, 4, 1, 1), np.float32)
+    equal(N.meanpool(x, N.PoolDims(x, 2, padding=1))[:, :, 0, 0],
+          jl([-0.25, -0.5, -0.25, -0.5, -1.0, -0.5, -0.25, -0.5, -0.25], (3, 3)))
 
 
 PAD = "NNlib.jl test/padding.jl"

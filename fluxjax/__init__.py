@@ -99,6 +99,10 @@ from .layers.upsample import PixelShuffle as PixelShuffle
 from .layers.upsample import Upsample as Upsample
 from .layers.weight_norm import WeightNorm as WeightNorm
 from .layers.weight_norm import remove_weight_norms as remove_weight_norms
+from .nnlib import ConvDims as ConvDims
+from .nnlib import DenseConvDims as DenseConvDims
+from .nnlib import DepthwiseConvDims as DepthwiseConvDims
+from .nnlib import PoolDims as PoolDims
 from .nnlib import batched_adjoint as batched_adjoint
 from .nnlib import batched_mul as batched_mul
 from .nnlib import batched_transpose as batched_transpose

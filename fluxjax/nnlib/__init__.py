@@ -60,6 +60,7 @@ from .conv import (
     grad_conv_filter,
     same_pad,
 )
+from .dims import ConvDims, DenseConvDims, DepthwiseConvDims, PoolDims
 from .dropout import dropout
 from .fold import fold, unfold
 from .gather import gather, scatter
@@ -94,6 +95,7 @@ __all__ = [
     "conv", "conv_bias_act", "crosscor", "depthwiseconv", "conv_transpose", "same_pad", "conv_output_size",
     "conv_transpose_output_size", "grad_conv_data", "grad_conv_filter", "unfold", "fold",
     "grad_depthwiseconv_data", "grad_depthwiseconv_filter",
+    "ConvDims", "DenseConvDims", "DepthwiseConvDims", "PoolDims",
     # audio
     "hann_window", "hamming_window", "stft", "istft", "spectrogram", "power_to_db", "db_to_power",
     "melscale_filterbanks",

@@ -16,12 +16,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from numbers import Integral
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 from jax import lax
 
 from ._layout import from_last, to_last
+from .dims import ConvDims, DenseConvDims, DepthwiseConvDims, conv_keywords
 
 IntOrTuple = int | Sequence[int]
 
@@ -112,17 +114,22 @@ def _promote(x, w) -> tuple[jax.Array, jax.Array]:
 
 
 def conv(
-    x: jax.typing.ArrayLike, w: jax.typing.ArrayLike, *, stride: IntOrTuple = 1,
+    x: jax.typing.ArrayLike, w: jax.typing.ArrayLike, cdims: DenseConvDims | None = None, *, stride: IntOrTuple = 1,
     pad: IntOrTuple = 0, dilation: IntOrTuple = 1, flipped: bool = False, groups: int = 1,
 ) -> jax.Array:
     """NNlib's `conv`: `y[o, co, b] = Σ x[o*s + k*d - lo, ci, b] * w[K-1-k, ci, co]` (kernel flipped).
 
     `x` `(spatial..., Cin, N)`, `w` `(k..., Cin ÷ groups, Cout)` give `(spatial_out..., Cout, N)`;
-    with `flipped=True` the kernel is not reversed (cross-correlation).
+    with `flipped=True` the kernel is not reversed (cross-correlation). NNlib's `conv(x, w, cdims)`
+    with `cdims = DenseConvDims(x, w; ...)` is accepted in place of the keywords.
     `conv(jnp.ones((28, 28, 3, 16)), jnp.ones((5, 5, 3, 8))).shape == (24, 24, 8, 16)`.
     """
     x, w = _promote(x, w)
     n = _check(x, w, "conv")
+    if cdims is not None:
+        kw = conv_keywords(cdims, "conv", x.shape, w.shape, stride=stride, pad=pad, dilation=dilation,
+                           flipped=flipped, groups=groups)
+        return conv(x, w, **kw)
     if x.shape[-2] != w.shape[-2] * groups or w.shape[-1] % groups:
         raise ValueError(
             f"DimensionMismatch: conv with groups={groups} expects size(x, {n + 1}) == "
@@ -142,13 +149,23 @@ def conv(
 
 
 def conv_bias_act(
-    x: jax.typing.ArrayLike, w: jax.typing.ArrayLike, b: jax.typing.ArrayLike, sigma: Callable = lambda y: y, *,
+    x: jax.typing.ArrayLike, w: jax.typing.ArrayLike, b: Any, sigma: Any = None, *more: Callable,
     stride: IntOrTuple = 1, pad: IntOrTuple = 0, dilation: IntOrTuple = 1, flipped: bool = False, groups: int = 1,
 ) -> jax.Array:
     """NNlib's `conv_bias_act(x, w, cdims, b, σ)`: `σ.(conv(x, w) .+ b)`, one fused XLA expression.
 
-    `b` is NNlib's `(1, ..., 1, Cout, 1)` array or a vector of the `Cout` biases; the keywords are `conv`'s."""
-    y = conv(x, w, stride=stride, pad=pad, dilation=dilation, flipped=flipped, groups=groups)
+    `conv_bias_act(x, w, b, σ; keywords...)` takes `conv`'s keywords; NNlib's order
+    `conv_bias_act(x, w, cdims, b, σ)` with a `DenseConvDims` is accepted too. `b` is NNlib's
+    `(1, ..., 1, Cout, 1)` array or a vector of the `Cout` biases; `σ` defaults to the identity."""
+    cdims = None
+    if isinstance(b, ConvDims):
+        cdims, b, sigma = b, sigma, (more[0] if more else None)
+        if b is None:
+            raise TypeError("conv_bias_act(x, w, cdims, b, σ): the bias b is missing")
+    elif more:
+        raise TypeError(f"conv_bias_act takes (x, w, b, σ) or (x, w, cdims, b, σ), got {len(more)} more arguments")
+    y = conv(x, w, cdims, stride=stride, pad=pad, dilation=dilation, flipped=flipped, groups=groups)
+    sigma = sigma if sigma is not None else (lambda v: v)
     b = jnp.asarray(b)
     if b.ndim == 1:
         if b.shape[0] != y.shape[-2]:
@@ -166,17 +183,22 @@ def crosscor(
 
 
 def depthwiseconv(
-    x: jax.typing.ArrayLike, w: jax.typing.ArrayLike, *, stride: IntOrTuple = 1,
+    x: jax.typing.ArrayLike, w: jax.typing.ArrayLike, cdims: DepthwiseConvDims | None = None, *, stride: IntOrTuple = 1,
     pad: IntOrTuple = 0, dilation: IntOrTuple = 1, flipped: bool = False,
 ) -> jax.Array:
     """NNlib's `depthwiseconv`: `conv` with `groups = Cin`.
 
     `w` is NNlib's depthwise layout `(k..., mult, Cin)`, output channel `i*mult + m` (0-based);
-    Flux's grouped layout `(k..., 1, Cout)` (what `DepthwiseConv` holds) is accepted as well.
+    Flux's grouped layout `(k..., 1, Cout)` (what `DepthwiseConv` holds) is accepted as well, and
+    NNlib's `DepthwiseConvDims` in place of the keywords.
     `depthwiseconv(jnp.ones((10, 10, 3, 2)), jnp.ones((2, 2, 3, 3))).shape == (9, 9, 9, 2)`.
     """
     x, w = _promote(x, w)
     _check(x, w, "depthwiseconv")
+    if cdims is not None:
+        kw = conv_keywords(cdims, "depthwiseconv", x.shape, w.shape, stride=stride, pad=pad, dilation=dilation,
+                           flipped=flipped)
+        return depthwiseconv(x, w, **kw)
     cin = x.shape[-2]
     w = _grouped(w, cin, f"depthwiseconv expects w of shape (k..., mult, {cin}) or (k..., 1, mult*{cin}) for x of shape {x.shape}")
     return conv(x, w, stride=stride, pad=pad, dilation=dilation, flipped=flipped, groups=cin)
@@ -265,15 +287,16 @@ def _check_dy(what: str, x_shape, w_shape, dy_shape, n: int, kw: dict) -> None:
 
 
 def grad_conv_data(
-    dy: jax.typing.ArrayLike, w: jax.typing.ArrayLike, x_size: IntOrTuple | None = None, *, stride: IntOrTuple = 1,
-    pad: IntOrTuple = 0, dilation: IntOrTuple = 1, flipped: bool = False, groups: int = 1,
+    dy: jax.typing.ArrayLike, w: jax.typing.ArrayLike, x_size: IntOrTuple | DenseConvDims | None = None, *,
+    stride: IntOrTuple = 1, pad: IntOrTuple = 0, dilation: IntOrTuple = 1, flipped: bool = False, groups: int = 1,
 ) -> jax.Array:
     """NNlib's `∇conv_data(dy, w, cdims)`: the gradient of `conv(x, w; ...)` with respect to `x`, given `dy`.
 
-    NNlib's `DenseConvDims(x, w; stride, padding, dilation, flipkernel, groups)` becomes the keywords
-    `stride, pad, dilation, flipped, groups` (as `conv`) plus `x_size`, the shape of `x` (all of it, or just
-    its spatial dims). With a stride several input sizes give the same output; `x_size=None` takes the
-    smallest, `(out-1)*s + (k-1)*d + 1 - (lo+hi)`, as `conv_transpose` does. `conv` flips the kernel unless
+    NNlib's `DenseConvDims(x, w; stride, padding, dilation, flipkernel, groups)` is accepted in place of
+    `x_size`, or becomes the keywords `stride, pad, dilation, flipped, groups` (as `conv`) plus `x_size`,
+    the shape of `x` (all of it, or just its spatial dims). With a stride several input sizes give the
+    same output; `x_size=None` takes the smallest, `(out-1)*s + (k-1)*d + 1 - (lo+hi)`, as
+    `conv_transpose` does. `conv` flips the kernel unless
     `flipped=True`, so this is the adjoint of exactly that operation (`jax.vjp` of `conv` gives the same).
 
     NNlib's test: `x = reshape(1:5, 5, 1, 1)`, `w = reshape(1:2, 2, 1, 1)`, `dy = conv(x, w)`;
@@ -281,6 +304,10 @@ def grad_conv_data(
     """
     dy, w = _promote(dy, w)
     n = _check(dy, w, "grad_conv_data")
+    if isinstance(x_size, ConvDims):
+        kw = conv_keywords(x_size, "grad_conv_data", None, w.shape, stride=stride, pad=pad, dilation=dilation,
+                           flipped=flipped, groups=groups)
+        return grad_conv_data(dy, w, x_size.input_size, **kw)
     kw = dict(stride=stride, pad=pad, dilation=dilation, flipped=flipped, groups=groups)
     full = (w.shape[-2] * groups, dy.shape[-1])
     if x_size is None:
@@ -294,15 +321,15 @@ def grad_conv_data(
 
 
 def grad_conv_filter(
-    x: jax.typing.ArrayLike, dy: jax.typing.ArrayLike, w_size: IntOrTuple | None = None, *, stride: IntOrTuple = 1,
+    x: jax.typing.ArrayLike, dy: jax.typing.ArrayLike, w_size: IntOrTuple | DenseConvDims | None = None, *, stride: IntOrTuple = 1,
     pad: IntOrTuple = 0, dilation: IntOrTuple = 1, flipped: bool = False, groups: int = 1,
 ) -> jax.Array:
     """NNlib's `∇conv_filter(x, dy, cdims)`: the gradient of `conv(x, w; ...)` with respect to `w`, given `dy`.
 
     The keywords are `conv`'s; `w_size` is the shape of `w` `(k..., Cin ÷ groups, Cout)`, all of it or just the
-    kernel size `k`. Without it the kernel size is solved from the sizes of `x` and `dy`, which is ambiguous
-    with a stride > 1 (then pass `w_size`). The result is in `conv`'s convention: the kernel is flipped unless
-    `flipped=True`, so it equals `jax.vjp` of `conv` with respect to `w`.
+    kernel size `k`, or NNlib's `DenseConvDims` in place of both. Without it the kernel size is solved
+    from the sizes of `x` and `dy`, which is ambiguous with a stride > 1 (then pass `w_size`). The result
+    is in `conv`'s convention: the kernel is flipped unless `flipped=True`, so it equals `jax.vjp` of `conv` with respect to `w`.
 
     NNlib's test: `x = reshape(1:5, 5, 1, 1)`, `w = reshape(1:2, 2, 1, 1)`, `dy = conv(x, w)`;
     `grad_conv_filter(x, dy, (2,))[:, 0, 0] == [134, 100]`.
@@ -314,6 +341,10 @@ def grad_conv_filter(
             f"got x of shape {x.shape} and dy of shape {dy.shape}"
         )
     n = x.ndim - 2
+    if isinstance(w_size, ConvDims):
+        kw = conv_keywords(w_size, "grad_conv_filter", x.shape, None, stride=stride, pad=pad, dilation=dilation,
+                           flipped=flipped, groups=groups)
+        return grad_conv_filter(x, dy, w_size.kernel_size, **kw)
     kw = dict(stride=stride, pad=pad, dilation=dilation, flipped=flipped, groups=groups)
     if x.shape[-2] % groups:
         raise ValueError(f"DimensionMismatch: grad_conv_filter: {x.shape[-2]} input channels are not divisible by groups={groups}")

@@ -1,16 +1,18 @@
 """NNlib's `∇` functions for pooling, upsampling and depthwise convolution, spelled `grad_...`: each is the
 adjoint (vector-Jacobian product) of the forward function, taken with `jax.vjp` or, for the linear ones,
-`jax.linear_transpose`. NNlib's `PoolDims` / `DepthwiseConvDims` become the forward function's keywords
-(`grad_conv_data` and `grad_conv_filter` live with `conv`)."""
+`jax.linear_transpose`. NNlib's `PoolDims` / `DepthwiseConvDims` are accepted where NNlib takes them, or
+become the forward function's keywords (`grad_conv_data` and `grad_conv_filter` live with `conv`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 
 from .conv import IntOrTuple, _grouped, _size_arg, grad_conv_data, grad_conv_filter
+from .dims import ConvDims, DepthwiseConvDims, PoolDims, conv_keywords
 from .pooling import lpnormpool, maxpool, meanpool
 from .upsample import upsample_bilinear, upsample_linear, upsample_nearest, upsample_trilinear
 
@@ -29,23 +31,26 @@ def _pool_grad(pool: Callable, dy, y, x, what: str) -> jax.Array:
     return dx
 
 
-def grad_maxpool(dy, y, x, k: IntOrTuple, *, pad: IntOrTuple = 0, stride: IntOrTuple | None = None) -> jax.Array:
+def grad_maxpool(dy, y, x, k: IntOrTuple | PoolDims, *, pad: IntOrTuple = 0, stride: IntOrTuple | None = None,
+                 dilation: IntOrTuple = 1) -> jax.Array:
     """NNlib's `∇maxpool(dy, y, x, pdims)`: `dy` sent back to where each window's maximum is in `x`
-    (`y = maxpool(x, k, ...)`, checked for its shape)."""
-    return _pool_grad(lambda x: maxpool(x, k, pad=pad, stride=stride), dy, y, x, "grad_maxpool")
+    (`y = maxpool(x, k, ...)`, checked for its shape); `k` and the keywords as `maxpool`'s."""
+    return _pool_grad(lambda x: maxpool(x, k, pad=pad, stride=stride, dilation=dilation), dy, y, x, "grad_maxpool")
 
 
-def grad_meanpool(dy, y, x, k: IntOrTuple, *, pad: IntOrTuple = 0, stride: IntOrTuple | None = None,
-                  count_include_pad: bool = True) -> jax.Array:
+def grad_meanpool(dy, y, x, k: IntOrTuple | PoolDims, *, pad: IntOrTuple = 0, stride: IntOrTuple | None = None,
+                  dilation: IntOrTuple = 1, count_include_pad: bool = True) -> jax.Array:
     """NNlib's `∇meanpool(dy, y, x, pdims)`: `dy` spread evenly over each window of `x`."""
-    f = lambda x: meanpool(x, k, pad=pad, stride=stride, count_include_pad=count_include_pad)
+    f = lambda x: meanpool(x, k, pad=pad, stride=stride, dilation=dilation, count_include_pad=count_include_pad)
     return _pool_grad(f, dy, y, x, "grad_meanpool")
 
 
-def grad_lpnormpool(dy, y, x, p: float, k: IntOrTuple, *, pad: IntOrTuple = 0,
-                    stride: IntOrTuple | None = None) -> jax.Array:
-    """NNlib's `∇lpnormpool(dy, y, x, pdims; p)`: the gradient of `lpnormpool(x, p, k, ...)`."""
-    return _pool_grad(lambda x: lpnormpool(x, p, k, pad=pad, stride=stride), dy, y, x, "grad_lpnormpool")
+def grad_lpnormpool(dy, y, x, *args: Any, p: float | None = None, pad: IntOrTuple = 0,
+                    stride: IntOrTuple | None = None, dilation: IntOrTuple = 1) -> jax.Array:
+    """NNlib's `∇lpnormpool(dy, y, x, pdims; p)`: the gradient of `lpnormpool(x, p, k, ...)`; `(p, k)` or
+    `(pdims, p=p)` as `lpnormpool` takes them."""
+    f = lambda x: lpnormpool(x, *args, p=p, pad=pad, stride=stride, dilation=dilation)
+    return _pool_grad(f, dy, y, x, "grad_lpnormpool")
 
 
 def _transpose(f: Callable, shape: tuple, dy) -> jax.Array:
@@ -97,23 +102,32 @@ def grad_upsample_trilinear(dy, *, size: Sequence[int], align_corners: bool = Tr
     return _transpose(lambda x: upsample_trilinear(x, size=out, align_corners=align_corners), shape, dy)
 
 
-def grad_depthwiseconv_data(dy, w, x_size: IntOrTuple | None = None, *, stride: IntOrTuple = 1, pad: IntOrTuple = 0,
-                            dilation: IntOrTuple = 1, flipped: bool = False) -> jax.Array:
+def grad_depthwiseconv_data(dy, w, x_size: IntOrTuple | DepthwiseConvDims | None = None, *, stride: IntOrTuple = 1,
+                            pad: IntOrTuple = 0, dilation: IntOrTuple = 1, flipped: bool = False) -> jax.Array:
     """NNlib's `∇depthwiseconv_data(dy, w, cdims)`: the gradient of `depthwiseconv(x, w, ...)` with respect
     to `x`, as `grad_conv_data` of the grouped convolution that `depthwiseconv` is. `x_size` as there
-    (default: the smallest `x` that gives `dy`)."""
+    (default: the smallest `x` that gives `dy`), or a `DepthwiseConvDims` in place of it and the keywords."""
     w = jnp.asarray(w)
+    if isinstance(x_size, ConvDims):
+        kw = conv_keywords(x_size, "grad_depthwiseconv_data", None, w.shape, stride=stride, pad=pad,
+                           dilation=dilation, flipped=flipped)
+        return grad_depthwiseconv_data(dy, w, x_size.input_size, **kw)
     cin = w.shape[-1]  # NNlib's layout (k..., mult, Cin)
     wg = _grouped(w, cin, "grad_depthwiseconv_data expects w of shape (k..., mult, Cin)")
     return grad_conv_data(dy, wg, x_size, stride=stride, pad=pad, dilation=dilation, flipped=flipped, groups=cin)
 
 
-def grad_depthwiseconv_filter(x, dy, w_size: IntOrTuple, *, stride: IntOrTuple = 1, pad: IntOrTuple = 0,
-                              dilation: IntOrTuple = 1, flipped: bool = False) -> jax.Array:
+def grad_depthwiseconv_filter(x, dy, w_size: IntOrTuple | DepthwiseConvDims, *, stride: IntOrTuple = 1,
+                              pad: IntOrTuple = 0, dilation: IntOrTuple = 1, flipped: bool = False) -> jax.Array:
     """NNlib's `∇depthwiseconv_filter(x, dy, cdims)`: the gradient of `depthwiseconv(x, w, ...)` with respect
-    to `w`, in NNlib's layout `(k..., mult, Cin)`; `w_size` is that shape, or just the kernel size `k`.
-    It is `grad_conv_filter` of the grouped convolution, unmerged."""
+    to `w`, in NNlib's layout `(k..., mult, Cin)`; `w_size` is that shape, or just the kernel size `k`, or a
+    `DepthwiseConvDims` in place of it and the keywords. It is `grad_conv_filter` of the grouped
+    convolution, unmerged."""
     x, dy = jnp.asarray(x), jnp.asarray(dy)
+    if isinstance(w_size, ConvDims):
+        kw = conv_keywords(w_size, "grad_depthwiseconv_filter", x.shape, None, stride=stride, pad=pad,
+                           dilation=dilation, flipped=flipped)
+        return grad_depthwiseconv_filter(x, dy, (*w_size.kernel_size, w_size.channel_multiplier, w_size.channels_in), **kw)
     n = x.ndim - 2
     cin = x.shape[-2]
     if dy.shape[-2] % cin:

@@ -7,7 +7,9 @@ is `fld(n + lo + hi - k, s) + 1` per spatial dim.
 
 from __future__ import annotations
 
+import itertools
 import math
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -16,71 +18,114 @@ from jax import lax
 
 from ._layout import from_last, to_last
 from .conv import IntOrTuple, expand, pad_pairs
+from .dims import PoolDims, pool_keywords
+
+Window = tuple[tuple[int, ...], tuple[int, ...], tuple[tuple[int, int], ...], tuple[int, ...]]
 
 
-def _window(x: jax.Array, k: IntOrTuple, stride: IntOrTuple | None, pad: IntOrTuple, what: str):
+def _window(x: jax.Array, k: IntOrTuple | PoolDims, stride: IntOrTuple | None, pad: IntOrTuple,
+            dilation: IntOrTuple, what: str) -> Window:
+    """`reduce_window`'s window, strides, padding and window dilation for the channels-last
+    `to_last(x)` (see `_layout.py`), from the keywords or from a `PoolDims` in place of `k`."""
     if x.ndim < 3:
         raise ValueError(
             f"DimensionMismatch: {what} expects x of rank >= 3 (spatial..., C, N), got {x.shape}"
         )
+    if isinstance(k, PoolDims):
+        k, kw = pool_keywords(k, what, x.shape, stride=stride, pad=pad, dilation=dilation)
+        stride, pad, dilation = kw["stride"], kw["pad"], kw["dilation"]
     n = x.ndim - 2
     ks = expand(k, n, "kernel size")
     ss = ks if stride is None else expand(stride, n, "stride")
-    # for the channels-last `to_last(x)` (see `_layout.py`)
-    return (1, *ks, 1), (1, *ss, 1), ((0, 0), *pad_pairs(pad, n), (0, 0))
+    return (1, *ks, 1), (1, *ss, 1), ((0, 0), *pad_pairs(pad, n), (0, 0)), (1, *expand(dilation, n, "dilation"), 1)
+
+
+def _sum(x: jax.Array, w: Window) -> jax.Array:
+    dims, strides, padding, dil = w
+    return lax.reduce_window(x, np.array(0, x.dtype), lax.add, dims, strides, padding, window_dilation=dil)
+
+
+def _float(x: jax.typing.ArrayLike) -> jax.Array:
+    x = jnp.asarray(x)
+    return x if jnp.issubdtype(x.dtype, jnp.inexact) else x.astype(jnp.result_type(float))
 
 
 def maxpool(
-    x: jax.typing.ArrayLike, k: IntOrTuple, *, pad: IntOrTuple = 0, stride: IntOrTuple | None = None
+    x: jax.typing.ArrayLike, k: IntOrTuple | PoolDims, *, pad: IntOrTuple = 0, stride: IntOrTuple | None = None,
+    dilation: IntOrTuple = 1,
 ) -> jax.Array:
-    """Maximum over each window `k` (padding counts as `-Inf`).
+    """Maximum over each window `k` (padding counts as `-Inf`); NNlib's `maxpool(x, pdims)` with a
+    `PoolDims` in place of `k` and the keywords.
 
     `maxpool(jnp.ones((10, 10, 3, 2)), (2, 2)).shape == (5, 5, 3, 2)`.
     """
     x = jnp.asarray(x)
-    dims, strides, padding = _window(x, k, stride, pad, "maxpool")
+    dims, strides, padding, dil = _window(x, k, stride, pad, dilation, "maxpool")
     # The init value must be a concrete scalar for JAX to use its differentiable max-window rule.
     init = np.array(-np.inf if jnp.issubdtype(x.dtype, jnp.floating) else jnp.iinfo(x.dtype).min, x.dtype)
-    return from_last(lax.reduce_window(to_last(x), init, lax.max, dims, strides, padding))
+    if any(d != 1 for d in dil):
+        return from_last(_dilated_max(to_last(x), init, dims, strides, padding, dil))
+    return from_last(lax.reduce_window(to_last(x), init, lax.max, dims, strides, padding, window_dilation=dil))
+
+
+def _dilated_max(x: jax.Array, init: np.ndarray, dims, strides, padding, dil) -> jax.Array:
+    """`reduce_window` max with a window dilation, which JAX cannot differentiate: the window's
+    elements are strided slices of the padded `x`, stacked, and the first maximum is taken, so the
+    gradient goes to that one element, as NNlib's `∇maxpool` sends it."""
+    x = lax.pad(x, init, [(lo, hi, 0) for lo, hi in padding])
+    out = [(n - (k - 1) * d - 1) // s + 1 for n, k, s, d in zip(x.shape, dims, strides, dil, strict=True)]
+    slices = [
+        lax.slice(x, [o * d for o, d in zip(offset, dil, strict=True)],
+                  [o * d + (m - 1) * s + 1 for o, d, m, s in zip(offset, dil, out, strides, strict=True)], strides)
+        for offset in itertools.product(*(range(k) for k in dims))
+    ]
+    stacked = jnp.stack(slices)
+    return jnp.take_along_axis(stacked, jnp.argmax(stacked, axis=0)[None], axis=0)[0]
 
 
 def meanpool(
-    x: jax.typing.ArrayLike, k: IntOrTuple, *, pad: IntOrTuple = 0, stride: IntOrTuple | None = None,
-    count_include_pad: bool = True,
+    x: jax.typing.ArrayLike, k: IntOrTuple | PoolDims, *, pad: IntOrTuple = 0, stride: IntOrTuple | None = None,
+    dilation: IntOrTuple = 1, count_include_pad: bool = True,
 ) -> jax.Array:
-    """Mean over each window: `sum(window) / prod(k)`, padded zeros included (NNlib's default).
+    """Mean over each window: `sum(window) / prod(k)`, padded zeros included (NNlib's default); a
+    `PoolDims` may stand in place of `k` and the keywords.
 
     With `count_include_pad=False` the divisor is the number of in-bounds elements.
     `meanpool(jnp.ones((10, 10, 3, 2)), (2, 2)).shape == (5, 5, 3, 2)`.
     """
-    x = jnp.asarray(x)
-    if not jnp.issubdtype(x.dtype, jnp.inexact):
-        x = x.astype(jnp.result_type(float))
-    dims, strides, padding = _window(x, k, stride, pad, "meanpool")
-    total = lax.reduce_window(to_last(x), np.array(0, x.dtype), lax.add, dims, strides, padding)
+    x = _float(x)
+    w = _window(x, k, stride, pad, dilation, "meanpool")
+    total = _sum(to_last(x), w)
     if count_include_pad:
-        return from_last(total / math.prod(dims))
-    ones = jnp.ones((1, *x.shape[:-2], 1), x.dtype)
-    count = lax.reduce_window(ones, np.array(0, x.dtype), lax.add, dims, strides, padding)
+        return from_last(total / math.prod(w[0]))
+    count = _sum(jnp.ones((1, *x.shape[:-2], 1), x.dtype), w)
     return from_last(total / jnp.maximum(count, 1))
 
 
 def lpnormpool(
-    x: jax.typing.ArrayLike, p: float, k: IntOrTuple, *, pad: IntOrTuple = 0,
-    stride: IntOrTuple | None = None,
+    x: jax.typing.ArrayLike, *args: Any, p: float | None = None, pad: IntOrTuple = 0,
+    stride: IntOrTuple | None = None, dilation: IntOrTuple = 1,
 ) -> jax.Array:
     """Lp pooling: `(Σ_window x^p)^(1/p)` for `0 < p < Inf` (NNlib's `lpnormpool`, PyTorch's LPPool).
 
+    `lpnormpool(x, p, k; pad, stride)` or NNlib's `lpnormpool(x, pdims, p=p)` with a `PoolDims`.
     `lpnormpool(x, 1, k) / prod(k) ≈ meanpool(x, k)`; shapes as `meanpool`.
     """
+    p, k = _p_and_window(args, p, "lpnormpool")
     if not 0 < p < math.inf:
         raise ValueError(f"p value of Lp norm pool expects `0 < p < Inf`, but p is {p} now.")
-    x = jnp.asarray(x)
-    if not jnp.issubdtype(x.dtype, jnp.inexact):
-        x = x.astype(jnp.result_type(float))
-    dims, strides, padding = _window(x, k, stride, pad, "lpnormpool")
-    total = lax.reduce_window(to_last(x) ** p, np.array(0, x.dtype), lax.add, dims, strides, padding)
+    x = _float(x)
+    total = _sum(to_last(x) ** p, _window(x, k, stride, pad, dilation, "lpnormpool"))
     return from_last(total ** (1 / p))
+
+
+def _p_and_window(args: tuple, p: float | None, what: str) -> tuple[float, Any]:
+    """`(p, k)` from `(p, k)` positional, or from `(pdims,)` with the keyword `p`."""
+    if len(args) == 1 and isinstance(args[0], PoolDims) and p is not None:
+        return p, args[0]
+    if len(args) == 2 and p is None and not isinstance(args[0], PoolDims):
+        return args[0], args[1]
+    raise TypeError(f"{what} takes (x, p, k) or (x, pdims, p=p)")
 
 
 __all__ = ["maxpool", "meanpool", "lpnormpool"]

@@ -1,0 +1,243 @@
+"""NNlib's `ConvDims`: the sizes and settings of a convolution or pooling, carried as one argument.
+
+NNlib code builds them once and passes them on: `cdims = DenseConvDims(x, w; stride=2)`, then
+`conv(x, w, cdims)`, `∇conv_data(dy, w, cdims)`, `∇conv_filter(x, dy, cdims)`;
+`pdims = PoolDims(x, 2)`, then `maxpool(x, pdims)`, `∇maxpool(dy, y, x, pdims)`. Here they are frozen
+dataclasses that every such function of `fluxjax.nnlib` accepts in the same place; the keyword
+forms (`conv(x, w, stride=2)`) stay the primary spelling. NNlib's accessor functions are attributes:
+`cdims.input_size`, `cdims.kernel_size`, `cdims.output_size`, `cdims.channels_out`, ...
+
+Sizes are spatial only, as NNlib's: `input_size` leaves out the channel and batch dims, and
+`padding` is always the 2N-tuple `(lo₁, hi₁, lo₂, hi₂, ...)`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from numbers import Integral
+from typing import Any
+
+from ..errors import DimensionMismatch
+
+
+def _size(a: Any, what: str) -> tuple[int, ...]:
+    """An array's shape, or a size given as a tuple of ints."""
+    shape = getattr(a, "shape", a)
+    try:
+        return tuple(int(s) for s in shape)
+    except TypeError:
+        raise TypeError(f"{what} must be an array or a tuple of sizes, got {type(a).__name__}") from None
+
+
+def _expand(v: Any, n: int, what: str, allowed: tuple[int, ...]) -> tuple[int, ...]:
+    out = (int(v),) * n if isinstance(v, Integral) else tuple(int(u) for u in v)
+    if len(out) not in allowed:
+        want = " or ".join(f"{k}d" for k in allowed)
+        raise DimensionMismatch(f"{what} {len(out)}d, should be {want}!")
+    return out
+
+
+def _check_spdf(x_size, k_size, n: int, stride, padding, dilation) -> tuple[tuple, tuple, tuple]:
+    """NNlib's `check_spdf`: stride, padding (as 2N lo/hi pairs) and dilation, checked against the
+    input and kernel sizes."""
+    s = _expand(stride, n, "Stride", (n,))
+    d = _expand(dilation, n, "Dilation", (n,))
+    p = _expand(padding, n, "Padding", (n, 2 * n))
+    if len(p) == n:
+        p = tuple(v for v in p for _ in range(2))
+    for i in range(n):
+        if x_size[i] + p[2 * i] + p[2 * i + 1] < (k_size[i] - 1) * d[i] + 1:
+            raise DimensionMismatch(
+                f"Kernel * dilation (({k_size[i]} - 1) * {d[i]} + 1) cannot be larger than input + padding "
+                f"({x_size[i]} + {p[2 * i]} + {p[2 * i + 1]})!"
+            )
+    return s, p, d
+
+
+def _same_rank(x_size, w_size) -> None:
+    if len(x_size) != len(w_size) or len(x_size) < 3:
+        raise DimensionMismatch(f"Rank of x and w must match and be at least 3! ({len(x_size)} vs. {len(w_size)})")
+
+
+@dataclass(frozen=True)
+class ConvDims:
+    """NNlib's abstract `ConvDims`: what `DenseConvDims`, `DepthwiseConvDims` and `PoolDims` share."""
+
+    input_size: tuple[int, ...]
+    kernel_size: tuple[int, ...]
+    channels_in: int
+    stride: tuple[int, ...]
+    padding: tuple[int, ...]
+    dilation: tuple[int, ...]
+    flipkernel: bool = False
+
+    @property
+    def spatial_dims(self) -> int:
+        return len(self.input_size)
+
+    @property
+    def output_size(self) -> tuple[int, ...]:
+        """The spatial size of the output: `(I + lo + hi - (K-1)*D - 1) ÷ S + 1` per dim."""
+        I, K, S, P, D = self.input_size, self.kernel_size, self.stride, self.padding, self.dilation
+        return tuple(
+            (I[i] + P[2 * i] + P[2 * i + 1] - (K[i] - 1) * D[i] - 1) // S[i] + 1 for i in range(len(I))
+        )
+
+    @property
+    def channels_out(self) -> int:
+        raise NotImplementedError
+
+    @property
+    def groupcount(self) -> int:
+        return 1
+
+    def __repr__(self) -> str:
+        i = (*self.input_size, self.channels_in)
+        o = (*self.output_size, self.channels_out)
+        return (
+            f"{type(self).__name__}: {i} * {self.kernel_size} -> {o}, stride: {self.stride}, pad: {self.padding}, "
+            f"dil: {self.dilation}, flip: {str(self.flipkernel).lower()}, groups: {self.groupcount}"
+        )
+
+
+@dataclass(frozen=True, repr=False)
+class DenseConvDims(ConvDims):
+    """`DenseConvDims(x, w, *, stride=1, padding=0, dilation=1, flipkernel=False, groups=1)`: a
+    convolution of `x` `(spatial..., Cin, N)` with `w` `(k..., Cin ÷ groups, Cout)`; either may be
+    given as its size tuple. `padding` is an int, N values or 2N `(lo, hi)` values.
+
+    ```python
+    >>> c = DenseConvDims(jnp.ones((5, 4, 3, 2)), jnp.ones((1, 2, 3, 4)), stride=2, padding=3)
+    >>> c.output_size, c.padding
+    ((6, 4), (3, 3, 3, 3))
+    >>> conv(x, w, c)  # == conv(x, w, stride=2, pad=3)
+    ```
+    """
+
+    out_channels: int = 0
+    groups: int = 1
+
+    def __init__(self, x: Any, w: Any, *, stride: Any = 1, padding: Any = 0, dilation: Any = 1,
+                 flipkernel: bool = False, groups: int = 1) -> None:
+        xs, ws = _size(x, "DenseConvDims: x"), _size(w, "DenseConvDims: w")
+        _same_rank(xs, ws)
+        n = len(xs) - 2
+        s, p, d = _check_spdf(xs, ws, n, stride, padding, dilation)
+        if xs[-2] != ws[-2] * groups:
+            raise DimensionMismatch(f"Input channels must match! ({xs[-2]} vs. {ws[-2]}; groups={groups})")
+        if xs[-2] % ws[-2] or ws[-1] % groups:
+            raise DimensionMismatch(f"Group count should be divisble by input and output channels ({groups} vs. {ws[-2:]})")
+        _init(self, xs[:n], ws[:n], xs[-2], s, p, d, bool(flipkernel), out_channels=ws[-1], groups=int(groups))
+
+    @property
+    def channels_out(self) -> int:
+        return self.out_channels
+
+    @property
+    def groupcount(self) -> int:
+        return self.groups
+
+
+@dataclass(frozen=True, repr=False)
+class DepthwiseConvDims(ConvDims):
+    """`DepthwiseConvDims(x, w, *, stride=1, padding=0, dilation=1, flipkernel=False)`: a depthwise
+    convolution of `x` `(spatial..., Cin, N)` with NNlib's `w` `(k..., mult, Cin)`; `channels_out`
+    is `mult * Cin`."""
+
+    channel_multiplier: int = 1
+
+    def __init__(self, x: Any, w: Any, *, stride: Any = 1, padding: Any = 0, dilation: Any = 1,
+                 flipkernel: bool = False) -> None:
+        xs, ws = _size(x, "DepthwiseConvDims: x"), _size(w, "DepthwiseConvDims: w")
+        _same_rank(xs, ws)
+        n = len(xs) - 2
+        s, p, d = _check_spdf(xs, ws, n, stride, padding, dilation)
+        if xs[-2] != ws[-1]:
+            raise DimensionMismatch(f"Input channels must match! ({xs[-2]} vs. {ws[-1]})")
+        _init(self, xs[:n], ws[:n], xs[-2], s, p, d, bool(flipkernel), channel_multiplier=ws[-2])
+
+    @property
+    def channels_out(self) -> int:
+        return self.channels_in * self.channel_multiplier
+
+
+@dataclass(frozen=True, repr=False)
+class PoolDims(ConvDims):
+    """`PoolDims(x, k, *, stride=k, padding=0, dilation=1)`: pooling `x` `(spatial..., C, N)` (or its
+    size) with window `k` (an int or N ints).
+
+    ```python
+    >>> p = PoolDims((3, 3, 1, 1), (2, 2), padding=(1, 1), stride=(2, 2))
+    >>> p.output_size
+    (2, 2)
+    >>> maxpool(x, p)  # == maxpool(x, (2, 2), pad=1, stride=2)
+    ```
+    """
+
+    def __init__(self, x: Any, k: Any, *, stride: Any = None, padding: Any = 0, dilation: Any = 1) -> None:
+        xs = _size(x, "PoolDims: x")
+        ks = _size((k,) if isinstance(k, Integral) else k, "PoolDims: k")
+        if len(ks) == 1 and len(xs) > 3:
+            ks = ks * (len(xs) - 2)
+        if len(xs) != len(ks) + 2:
+            raise DimensionMismatch(
+                f"PoolDims expects ndims(x) == length(k) + 2, got x of size {xs} and a window of {len(ks)} dims"
+            )
+        n = len(ks)
+        s, p, d = _check_spdf(xs, ks, n, ks if stride is None else stride, padding, dilation)
+        _init(self, xs[:n], ks, xs[-2], s, p, d, False)
+
+    @property
+    def channels_out(self) -> int:
+        return self.channels_in
+
+
+def _init(self: ConvDims, input_size, kernel_size, channels_in, stride, padding, dilation, flipkernel, **extra) -> None:
+    fields = dict(input_size=tuple(input_size), kernel_size=tuple(kernel_size), channels_in=int(channels_in),
+                  stride=stride, padding=padding, dilation=dilation, flipkernel=flipkernel, **extra)
+    for k, v in fields.items():
+        object.__setattr__(self, k, v)
+
+
+_CONV_DEFAULTS = {"stride": 1, "pad": 0, "dilation": 1, "flipped": False, "groups": 1}
+_POOL_DEFAULTS = {"stride": None, "pad": 0, "dilation": 1}
+
+
+def _checked(dims: ConvDims, kinds: tuple[type, ...], fn: str, x_shape, w_shape, given: dict, defaults: dict) -> None:
+    """`dims` is of one of `kinds`, no keyword in `given` was set besides it, and the arrays have the
+    sizes it was built for."""
+    name = type(dims).__name__
+    if not isinstance(dims, kinds):
+        raise TypeError(f"{fn}: expected {' or '.join(k.__name__ for k in kinds)}, got {name}")
+    extra = sorted(k for k, v in given.items() if v != defaults[k])
+    if extra:
+        raise TypeError(f"{fn}: the settings come from the {name} given; drop the keywords {', '.join(extra)} "
+                        f"or pass keywords without the {name}")
+    if x_shape is not None and (tuple(x_shape[:-2]) != dims.input_size or x_shape[-2] != dims.channels_in):
+        raise DimensionMismatch(f"{fn}: x has size {tuple(x_shape)}, but the {name} was built for an input of size "
+                                f"{(*dims.input_size, dims.channels_in)} (spatial..., channels)")
+    if w_shape is not None and tuple(w_shape[:dims.spatial_dims]) != dims.kernel_size:
+        raise DimensionMismatch(f"{fn}: w has size {tuple(w_shape)}, but the {name} was built for a kernel of size "
+                                f"{dims.kernel_size}")
+
+
+def conv_keywords(cdims: ConvDims, fn: str, x_shape: tuple | None, w_shape: tuple | None, **given: Any) -> dict:
+    """The keywords of `conv` (and its gradients) that `cdims` stands for, after checking that `given`
+    (the call's own keywords) are at their defaults and that the arrays fit `cdims`."""
+    depthwise = "depthwise" in fn
+    kinds = (DepthwiseConvDims,) if depthwise else (DenseConvDims,)
+    _checked(cdims, kinds, fn, x_shape, w_shape, given, _CONV_DEFAULTS)
+    kw = {"stride": cdims.stride, "pad": cdims.padding, "dilation": cdims.dilation, "flipped": cdims.flipkernel}
+    if not depthwise:
+        kw["groups"] = cdims.groupcount
+    return kw
+
+
+def pool_keywords(pdims: PoolDims, fn: str, x_shape: tuple, **given: Any) -> tuple[tuple[int, ...], dict]:
+    """`(k, keywords)` of `maxpool`/`meanpool`/`lpnormpool` that `pdims` stands for, checked as in
+    `conv_keywords`."""
+    _checked(pdims, (PoolDims,), fn, x_shape, None, given, _POOL_DEFAULTS)
+    return pdims.kernel_size, {"stride": pdims.stride, "pad": pdims.padding, "dilation": pdims.dilation}
+
+
+__all__ = ["ConvDims", "DenseConvDims", "DepthwiseConvDims", "PoolDims"]
