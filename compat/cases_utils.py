@@ -908,3 +908,26 @@ def case_create_bias():
     b = create_bias(W, np.ones(3), 3)
     assert b.dtype == W.dtype
     raises((fluxjax.DimensionMismatch, ValueError), create_bias, W, np.ones(4), 3)
+
+
+@case(
+    names=("rng_from_array", "default_device_rng", "gradient"),
+    source="Flux.jl test/utils.jl; MLDataDevices.jl test/misc_tests.jl",
+    julia="""
+    # make sure rng_from_array is non_differentiable
+    @testset "rng_from_array" begin
+      m(x) = (rand(Flux.rng_from_array(x)) * x)[1]
+      gradient(m, ones(2))
+    end
+    @test default_device_rng(CPUDevice()) isa Random.TaskLocalRNG
+    """,
+)
+def case_rng_from_array():
+    m = lambda x: (jax.random.uniform(fluxjax.rng_from_array(x)) * x)[0]
+    fluxjax.seed_(5)
+    (g,) = fluxjax.gradient(m, np.ones(2, np.float32))
+    fluxjax.seed_(5)
+    r = jax.random.uniform(fluxjax.rng_from_array(np.ones(2)))
+    close(g, [float(r), 0.0])  # the draw is a constant: only x is differentiated
+    key = fluxjax.default_device_rng(fluxjax.CPUDevice())
+    assert key.shape == (2,) and key.dtype == jnp.uint32  # a raw key, what rng= takes

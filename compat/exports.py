@@ -32,6 +32,7 @@ class Export:
     group: str  # where Julia exports it
     paths: tuple[str, ...]  # fluxjax spellings, canonical first
     note: str = ""
+    omitted: str = ""  # why fluxjax leaves the name out on purpose, and what to use instead
 
     @property
     def python(self) -> str:
@@ -90,7 +91,7 @@ EXPORTS: list[Export] = [
     *_entries(FLUX, "@autosize get_device"),
     *_entries(FLUX, "MPIBackend NCCLBackend DistributedUtils", ("", "parallel.")),
     # Flux.jl v0.14 / v0.15 exports that v0.16 dropped (Flux.Optimise rules, deprecated aliases)
-    *_entries(FLUX_OLD, "InvDecay ExpDecay ClipValue Optimiser", _OPT, note="removed in Flux 0.15; Optimisers.jl replaces it"),
+    *_entries(FLUX_OLD, "InvDecay ExpDecay ClipValue Optimiser", _OPT),
     # Flux.jl src/Flux.jl `@compat(public, (...))`
     Export("Losses", FLUX_PUBLIC, ("losses",)),
     Export("Train", FLUX_PUBLIC, ("optimise.train", "optimise")),
@@ -182,6 +183,38 @@ EXPORTS: list[Export] = [
         _ZY,
     ),
 ]
+
+
+_IN_PLACE = ("writes into a preallocated array, and JAX arrays are immutable: `{0}` returns the result "
+             "(under `jit` XLA reuses the buffers)")
+_BACKEND = ("JAX picks its backend when it is installed (`jax[cuda12]`, `jax[tpu]`): "
+            "`gpu_device()`, `cpu_device()` and `get_device_type` are the portable part")
+_REACTANT = "Reactant compiles Julia to XLA; fluxjax runs on XLA already: `fluxjax.jit`"
+
+# Names fluxjax leaves out on purpose (status "omitted" in MATRIX.md), with what to use instead.
+OMITTED: dict[str, str] = {
+    **{f"{n}!": _IN_PLACE.format(_py(n)) for n in """dropout softmax ∇softmax logsoftmax ∇logsoftmax batched_mul conv
+       ∇conv_data ∇conv_filter depthwiseconv ∇depthwiseconv_data ∇depthwiseconv_filter conv_bias_act maxpool meanpool
+       lpnormpool ∇maxpool ∇meanpool ∇lpnormpool gather scatter""".split()},
+    "bias_act!": _IN_PLACE.format("sigma(x + b)"),
+    **dict.fromkeys(("CUDADevice", "AMDGPUDevice", "MetalDevice", "oneAPIDevice", "gpu_backend!", "reset_gpu_device!",
+                     "supported_gpu_backends", "MLDataDevices"), _BACKEND),
+    **dict.fromkeys(("ReactantDevice", "reactant_device", "make_reactant_compatible"), _REACTANT),
+    **dict.fromkeys(("MPIBackend", "NCCLBackend", "DistributedUtils"),
+                    "`jax.distributed.initialize()` and a device mesh take their place: `train_(..., mesh=)`, `fluxjax.parallel`"),
+    "InvDecay": "removed in Flux 0.15: `adjust_(opt_state, eta)` between epochs, or an optax rule with a schedule "
+                "(`setup(optax.adam(optax.polynomial_schedule(...)), m)`)",
+    "ExpDecay": "removed in Flux 0.15: `adjust_(opt_state, eta)` between epochs, or an optax rule with a schedule "
+                "(`setup(optax.adam(optax.exponential_decay(...)), m)`)",
+    "ClipValue": "removed in Flux 0.15: `ClipGrad`",
+    "Optimiser": "removed in Flux 0.15: `OptimiserChain`",
+    "@code_adjoint": "prints Zygote's adjoint IR; `jax.make_jaxpr(lambda x: jax.vjp(f, x))` prints the program "
+                     "fluxjax differentiates",
+    "rrule_via_ad": "ChainRules' call back into AD from an `rrule`; inside `zygote.adjoint` or `jax.custom_vjp`, call `pullback`",
+    "eager_update!": "updates each layer from a `hook` while the backward pass runs, to free its gradient early; under "
+                     "`fluxjax.jit` the step is one XLA program, whose buffer assignment frees each gradient after its last use",
+}
+EXPORTS = [dataclasses.replace(e, omitted=OMITTED[e.julia], note="") if e.julia in OMITTED else e for e in EXPORTS]
 
 
 def _resolve_path(path: str):

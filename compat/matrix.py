@@ -34,7 +34,8 @@ MLDataDevices/ADTypes (as re-exported by Flux) and Zygote.jl export, with its fl
 
 - **supported**: at least one case that uses the name passes, and none fails.
 - **partial**: fluxjax has the name, but no case shows it working yet, or a case using it fails (`xfail`).
-- **missing**: fluxjax has no such name.
+- **omitted**: fluxjax leaves the name out on purpose; the note says why and what to use instead.
+- **missing**: fluxjax has no such name yet.
 """
 
 
@@ -62,7 +63,7 @@ def render(cases: dict[str, Case], passed: dict[str, bool]) -> str:
     if unknown:
         raise ValueError(f"cases name Julia names that compat/exports.py does not list: {unknown}")
 
-    lines, counts, groups = [], {"supported": 0, "partial": 0, "missing": 0}, {}
+    lines, counts, groups = [], {"supported": 0, "partial": 0, "omitted": 0, "missing": 0}, {}
     for e in EXPORTS:
         groups.setdefault(e.group, []).append(e)
     for group, entries in groups.items():
@@ -72,22 +73,24 @@ def render(cases: dict[str, Case], passed: dict[str, bool]) -> str:
             exists = resolve(e) is not None
             failing = [i for i in ids if not passed[i]]
             if not exists:
-                status = "missing"
+                status = "omitted" if e.omitted else "missing"
             elif ids and not failing:
                 status = "supported"
             else:
                 status = "partial"
             counts[status] += 1
             shown = ", ".join(f"`{i}`" + (" (xfail)" if cases[i].xfail else " (FAILS)" if not passed[i] else "") for i in ids)
-            if e.note:
-                shown = f"{shown}; {e.note}" if shown else e.note
+            for note in (e.note, e.omitted):
+                if note:
+                    shown = f"{shown}; {note}" if shown else note
             julia = e.julia.replace("|", "\\|")
             lines.append(f"| `{julia}` | `{e.python}` | {status} | {shown} |")
 
     total = sum(counts.values())
     summary = [
         "",
-        f"**{total} names**: {counts['supported']} supported, {counts['partial']} partial, {counts['missing']} missing. "
+        f"**{total} names**: {counts['supported']} supported, {counts['partial']} partial, {counts['omitted']} omitted, "
+        f"{counts['missing']} missing. "
         f"{len(cases)} cases ({sum(1 for c in cases.values() if c.xfail)} xfail).",
     ]
     xf = [c for c in cases.values() if c.xfail]

@@ -25,6 +25,7 @@ from .devices import DeviceIterator as DeviceIterator
 from .devices import bf16 as bf16
 from .devices import cpu as cpu
 from .devices import cpu_device as cpu_device
+from .devices import default_device_rng as default_device_rng
 from .devices import f16 as f16
 from .devices import f32 as f32
 from .devices import f64 as f64
@@ -32,6 +33,7 @@ from .devices import get_device as get_device
 from .devices import get_device_type as get_device_type
 from .devices import gpu as gpu
 from .devices import gpu_device as gpu_device
+from .devices import rng_from_array as rng_from_array
 from .errors import DimensionMismatch as DimensionMismatch
 from .functors import children as children
 from .functors import fmap as fmap

@@ -12,6 +12,7 @@ import numpy as np
 
 from .functors import fmap, is_array
 from .layers.normalise import KEEP_FLOAT32
+from .random import next_key
 
 BFloat16 = jnp.bfloat16  # Julia's BFloat16 (BFloat16s.jl), which Flux re-exports
 
@@ -167,6 +168,24 @@ def get_device_type(x: Any) -> type | None:
     `AcceleratorDevice`), `None` when `x` holds no arrays."""
     dev = get_device(x)
     return None if dev is None else type(dev)
+
+
+def default_device_rng(dev: AbstractDevice) -> jax.Array:
+    """MLDataDevices' `default_device_rng(dev)`: the next key of the global stream (`seed_`), placed on
+    `dev`. JAX has one kind of key for every device, so this is where a Flux script's device RNG goes:
+    an initialiser's or a layer's `rng=` (`glorot_uniform(3, 4, rng=default_device_rng(dev))`)."""
+    if not isinstance(dev, AbstractDevice):
+        raise TypeError(f"default_device_rng expects a device from cpu_device()/gpu_device(), got {type(dev).__name__}")
+    return jax.device_put(next_key(), dev.device)
+
+
+def rng_from_array(x: Any) -> jax.Array:
+    """Flux's `rng_from_array(x)`: `default_device_rng(get_device(x))`, the next key of the global stream
+    on the device holding `x` (the CPU when `x` holds no arrays). Inside `gradient` or `jit`, where `x` is
+    traced, the key is a constant of the program, which places it with the rest."""
+    if any(isinstance(a, jax.core.Tracer) for a in jax.tree_util.tree_leaves(x)):
+        return next_key()
+    return default_device_rng(get_device(x) or CPUDevice())
 
 
 class DeviceIterator:

@@ -132,3 +132,16 @@ def test_get_device_type_and_device_iterator():
     assert all(F.get_device(b) == F.cpu_device() for b in batches)
     with pytest.raises(TypeError, match="dev must be cpu_device"):
         F.DeviceIterator("cpu", loader)
+
+
+def test_rng_from_array_and_default_device_rng_draw_from_the_global_stream():
+    Flux.seed_(3)
+    a, b = Flux.rng_from_array(np.ones(3)), Flux.default_device_rng(Flux.cpu_device())
+    Flux.seed_(3)
+    assert np.array_equal(Flux.rng_from_array(jnp.ones(3)), a)  # reproducible after seed_
+    assert not np.array_equal(a, b)  # consecutive draws differ
+    assert a.devices() == {jax.devices("cpu")[0]}
+    # the key is what layers and initialisers take as rng=
+    assert np.array_equal(Flux.glorot_uniform(3, 4, rng=a), Flux.glorot_uniform(3, 4, rng=a))
+    with pytest.raises(TypeError, match="expects a device from cpu_device"):
+        Flux.default_device_rng("cuda")
