@@ -9,8 +9,8 @@ A *layer* (`RNN`, `LSTM`, `GRU`, `GRUv3`, `Recurrence`) runs a cell over a whole
 `(in, len)` or `(in, len, batch)` (features, time, batch, as Flux 0.15+), the output is
 `(out, len)` or `(out, len, batch)`, the per-step outputs stacked on axis 1. With
 `return_state=True` it returns `(outputs, last_state)`. The time loop is one `jax.lax.scan` (time
-moved to the front inside), so the sequence length does not grow the compiled program, and the input
-projection `Wi * x` of the built-in cells is done for every step at once, as one matrix product.
+moved to the front inside), so the sequence length does not grow the compiled program; the built-in
+cells run batch-major inside it (see `_scan_batch_major`).
 
 Weights and formulas are Flux's, so weights trained in Flux load and give the same outputs:
 
