@@ -1,8 +1,10 @@
 """NNlib's pooling (`maxpool`, `meanpool`, `lpnormpool`) in Flux's layout, on `lax.reduce_window`.
 
 `x` is `(spatial..., C, N)`; the window `k` covers the spatial dims only. `stride` defaults to
-`k`; `pad` is an int, an N-tuple or a 2N-tuple `(lo1, hi1, ...)` as for `conv`. The output size
-is `fld(n + lo + hi - k, s) + 1` per spatial dim.
+`k`; `pad` is an int, an N-tuple or a 2N-tuple `(lo1, hi1, ...)` as for `conv`; `dilation` spaces
+the window's elements (NNlib's `PoolDims(x, k; dilation)`). The output size is
+`fld(n + lo + hi - (k-1)*d - 1, s) + 1` per spatial dim. A `PoolDims` may stand in place of `k` and
+the keywords.
 """
 
 from __future__ import annotations
