@@ -155,7 +155,7 @@ def get_device(x: Any) -> AbstractDevice | None:
     if not found:
         return None
     if len(found) > 1:
-        names = ", ".join(sorted(str(d) for d in found))
+        names = ", ".join(sorted(f"{d.platform}:{d.id}" for d in found))
         raise ValueError(f"get_device: the arrays are on {len(found)} devices ({names}); "
                          "move them to one with cpu_device() or gpu_device(), or read the shardings directly")
     (dev,) = found
