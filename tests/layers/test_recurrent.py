@@ -335,6 +335,17 @@ def test_layer_values_and_manual_loop(kind):
     tree_close(last, state, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("kind", ["rnn", "lstm", "gru", "gruv3"])
+def test_layer_without_bias_equals_manual_loop(kind):
+    m = LAYERS[kind](3, 4, bias=False)
+    x = np.random.default_rng(5).normal(size=(3, 6, 2)).astype(np.float32)
+    state, ys = initialstates(m.cell), []
+    for t in range(x.shape[1]):
+        yt, state = m.cell(x[:, t], state)
+        ys.append(yt)
+    np.testing.assert_allclose(m(x), jnp.stack(ys, axis=1), rtol=1e-5, atol=1e-6)
+
+
 def test_recurrence_matches_layers():
     # Flux.jl/test/layers/recurrent.jl, testset "Recurrence"
     x = np.random.default_rng(4).random((2, 3, 4), dtype=np.float32)
