@@ -45,11 +45,11 @@ def grad_meanpool(dy, y, x, k: IntOrTuple | PoolDims, *, pad: IntOrTuple = 0, st
     return _pool_grad(f, dy, y, x, "grad_meanpool")
 
 
-def grad_lpnormpool(dy, y, x, *args: Any, p: float | None = None, pad: IntOrTuple = 0,
+def grad_lpnormpool(dy, y, x, *args: Any, p: float | None = None, k: IntOrTuple | None = None, pad: IntOrTuple = 0,
                     stride: IntOrTuple | None = None, dilation: IntOrTuple = 1) -> jax.Array:
     """NNlib's `∇lpnormpool(dy, y, x, pdims; p)`: the gradient of `lpnormpool(x, p, k, ...)`; `(p, k)` or
     `(pdims, p=p)` as `lpnormpool` takes them."""
-    f = lambda x: lpnormpool(x, *args, p=p, pad=pad, stride=stride, dilation=dilation)
+    f = lambda x: lpnormpool(x, *args, p=p, k=k, pad=pad, stride=stride, dilation=dilation)
     return _pool_grad(f, dy, y, x, "grad_lpnormpool")
 
 

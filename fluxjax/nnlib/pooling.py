@@ -105,15 +105,16 @@ def meanpool(
 
 
 def lpnormpool(
-    x: jax.typing.ArrayLike, *args: Any, p: float | None = None, pad: IntOrTuple = 0,
+    x: jax.typing.ArrayLike, *args: Any, p: float | None = None, k: IntOrTuple | None = None, pad: IntOrTuple = 0,
     stride: IntOrTuple | None = None, dilation: IntOrTuple = 1,
 ) -> jax.Array:
     """Lp pooling: `(Σ_window x^p)^(1/p)` for `0 < p < Inf` (NNlib's `lpnormpool`, PyTorch's LPPool).
 
-    `lpnormpool(x, p, k; pad, stride)` or NNlib's `lpnormpool(x, pdims, p=p)` with a `PoolDims`.
+    `lpnormpool(x, p, k; pad, stride)` (`p` and `k` positional or by name) or NNlib's
+    `lpnormpool(x, pdims, p=p)` with a `PoolDims`.
     `lpnormpool(x, 1, k) / prod(k) ≈ meanpool(x, k)`; shapes as `meanpool`.
     """
-    p, k = _p_and_window(args, p, "lpnormpool")
+    p, k = _p_and_window(args, p, k, "lpnormpool")
     if not 0 < p < math.inf:
         raise ValueError(f"p value of Lp norm pool expects `0 < p < Inf`, but p is {p} now.")
     x = _float(x)
@@ -121,13 +122,20 @@ def lpnormpool(
     return from_last(total ** (1 / p))
 
 
-def _p_and_window(args: tuple, p: float | None, what: str) -> tuple[float, Any]:
-    """`(p, k)` from `(p, k)` positional, or from `(pdims,)` with the keyword `p`."""
-    if len(args) == 1 and isinstance(args[0], PoolDims) and p is not None:
+def _p_and_window(args: tuple, p: float | None, k: Any, what: str) -> tuple[float, Any]:
+    """`(p, k)` from `(p, k)` given by position or by name, or from `(pdims,)` with the keyword `p`."""
+    usage = f"{what} takes (x, p, k), (x, p=p, k=k) or (x, pdims, p=p)"
+    if len(args) == 1 and isinstance(args[0], PoolDims):
+        if p is None or k is not None:
+            raise TypeError(usage)
         return p, args[0]
-    if len(args) == 2 and p is None and not isinstance(args[0], PoolDims):
-        return args[0], args[1]
-    raise TypeError(f"{what} takes (x, p, k) or (x, pdims, p=p)")
+    if len(args) > 2 or (args and p is not None) or (len(args) == 2 and k is not None):
+        raise TypeError(usage)
+    p = args[0] if args else p
+    k = args[1] if len(args) == 2 else k
+    if p is None or k is None:
+        raise TypeError(usage)
+    return p, k
 
 
 __all__ = ["maxpool", "meanpool", "lpnormpool"]

@@ -45,6 +45,7 @@ def test_pool_dims_match_keywords():
         np.testing.assert_array_equal(grad(y, y, X, p), grad(y, y, X, (3, 2), stride=(2, 1), pad=1))
     y = N.lpnormpool(np.abs(X), 3.0, (3, 2), stride=(2, 1), pad=1)
     np.testing.assert_array_equal(N.lpnormpool(np.abs(X), p, p=3.0), y)
+    np.testing.assert_array_equal(N.lpnormpool(np.abs(X), p=3.0, k=(3, 2), stride=(2, 1), pad=1), y)
     np.testing.assert_array_equal(N.grad_lpnormpool(y, y, np.abs(X), p, p=3.0),
                                   N.grad_lpnormpool(y, y, np.abs(X), 3.0, (3, 2), stride=(2, 1), pad=1))
 
@@ -91,8 +92,10 @@ def test_dims_and_keywords_together_are_refused():
         N.conv(X, W, N.PoolDims(X, 2))
     with pytest.raises(TypeError, match="expected DepthwiseConvDims, got DenseConvDims"):
         N.depthwiseconv(X, W, CDIMS)
-    with pytest.raises(TypeError, match=r"\(x, p, k\) or \(x, pdims, p=p\)"):
+    with pytest.raises(TypeError, match=r"\(x, p, k\), \(x, p=p, k=k\) or \(x, pdims, p=p\)"):
         N.lpnormpool(X, N.PoolDims(X, 2))
+    with pytest.raises(TypeError, match=r"takes \(x, p, k\)"):
+        N.lpnormpool(X, 2.0, 2, p=3.0)  # p twice
     with pytest.raises(TypeError, match="bias b is missing"):
         N.conv_bias_act(X, W, CDIMS)
     with pytest.raises(TypeError, match="must be an array or a tuple of sizes"):
