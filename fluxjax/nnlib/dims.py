@@ -126,7 +126,7 @@ class DenseConvDims(ConvDims):
         if xs[-2] != ws[-2] * groups:
             raise DimensionMismatch(f"Input channels must match! ({xs[-2]} vs. {ws[-2]}; groups={groups})")
         if xs[-2] % ws[-2] or ws[-1] % groups:
-            raise DimensionMismatch(f"Group count should be divisble by input and output channels ({groups} vs. {ws[-2:]})")
+            raise DimensionMismatch(f"Group count should be divisible by input and output channels ({groups} vs. {ws[-2:]})")
         _init(self, xs[:n], ws[:n], xs[-2], s, p, d, bool(flipkernel), out_channels=ws[-1], groups=int(groups))
 
     @property
@@ -176,9 +176,7 @@ class PoolDims(ConvDims):
 
     def __init__(self, x: Any, k: Any, *, stride: Any = None, padding: Any = 0, dilation: Any = 1) -> None:
         xs = _size(x, "PoolDims: x")
-        ks = _size((k,) if isinstance(k, Integral) else k, "PoolDims: k")
-        if len(ks) == 1 and len(xs) > 3:
-            ks = ks * (len(xs) - 2)
+        ks = (int(k),) * (len(xs) - 2) if isinstance(k, Integral) else _size(k, "PoolDims: k")
         if len(xs) != len(ks) + 2:
             raise DimensionMismatch(
                 f"PoolDims expects ndims(x) == length(k) + 2, got x of size {xs} and a window of {len(ks)} dims"

@@ -79,6 +79,8 @@ def test_dims_that_do_not_fit_are_refused():
         N.maxpool(X[:, :, :2], N.PoolDims(X, 2))
     with pytest.raises(DimensionMismatch, match="Kernel \\* dilation"):
         N.PoolDims(X, 3, dilation=4)
+    with pytest.raises(DimensionMismatch, match=r"ndims\(x\) == length\(k\) \+ 2"):
+        N.PoolDims(X, (2,))  # a window of 1 dim for 2 spatial dims (an int k means every dim)
     with pytest.raises(DimensionMismatch, match="Group count"):
         N.DenseConvDims(X, W[..., :5], groups=2)
 
