@@ -556,6 +556,63 @@ def case_pooldims():
           jl([-0.25, -0.5, -0.25, -0.5, -1.0, -0.5, -0.25, -0.5, -0.25], (3, 3)))
 
 
+# NNlib.jl test/pooling.jl `maxpool_answer_nature` (issue #205, obtained with FiniteDifferences): rank 1 and 2
+X5 = [0.0299635, 0.233456, 0.596161, 0.161514, 0.0094027]
+X55 = rows([0.0299635, 0.233456, 0.596161, 0.161514, 0.0094027], [0.389984, 0.235158, 0.579525, 0.301893, 0.561358],
+           [0.0830242, 0.483759, 0.914904, 0.253871, 0.820061], [0.425287, 0.53451, 0.0405225, 0.729861, 0.403925],
+           [0.473724, 0.571418, 0.558427, 0.552183, 0.561624])
+T, H = 0.333333333, 0.666666666
+POOL_NATURE = {  # (k, stride, pad) -> (x, dx_maxpool, dx_meanpool)
+    ((2,), 1, 0): (X5, [0, 1, 2, 1, 0], [0.5, 1, 1, 1, 0.5]),
+    ((2,), 1, 1): (X5, [1, 1, 2, 1, 1], [1, 1, 1, 1, 1]),
+    ((3,), 1, 1): (X5, [0, 1, 3, 1, 0], [H, 1, 1, 1, H]),
+    ((3,), 2, 1): (X5, [0, 1, 1, 1, 0], [T, H, T, H, T]),
+    ((2, 2), 1, 0): (X55, rows([0, 0, 2, 0, 0], [1, 0, 0, 0, 1], [0, 1, 4, 0, 2], [0, 1, 0, 2, 0], [0, 2, 0, 0, 0]),
+                     rows(*[[0.25, 0.5, 0.5, 0.5, 0.25]] + [[0.5, 1, 1, 1, 0.5]] * 3 + [[0.25, 0.5, 0.5, 0.5, 0.25]])),
+    ((2, 2), 1, 1): (X55, rows([1, 1, 4, 1, 1], [3, 0, 0, 0, 2], [0, 1, 4, 0, 4], [1, 1, 0, 2, 0], [2, 4, 1, 0, 3]),
+                     np.ones((5, 5))),
+    ((3, 3), 1, 1): (X55, rows([0, 0, 3, 0, 0], [1, 0, 0, 0, 1], [0, 1, 9, 0, 3], [0, 1, 0, 3, 0], [0, 3, 0, 0, 0]),
+                     rows(*[[0.444444, H, H, H, 0.444444]] + [[H, 1, 1, 1, H]] * 3 + [[0.444444, H, H, H, 0.444444]])),
+    ((3, 3), 2, 1): (X55, rows([0, 0, 1, 0, 0], [1, 0, 0, 0, 1], [0, 0, 1, 0, 1], [0, 1, 0, 2, 0], [0, 1, 0, 0, 0]),
+                     rows(*[[0.111111, 0.222222, 0.111111, 0.222222, 0.111111], [0.222222, 0.444444, 0.222222, 0.444444, 0.222222]] * 2
+                          + [[0.111111, 0.222222, 0.111111, 0.222222, 0.111111]])),
+}
+
+
+@case(
+    names=("PoolDims", "maxpool", "meanpool", "∇maxpool", "∇meanpool"),
+    source="NNlib.jl test/pooling.jl",
+    julia="""
+    @testset "more maxpool and meanpool tests" begin
+        # issue #205
+        function check(config, T)
+            pdims = PoolDims(config.x, config.size; stride=config.stride, padding=config.pad)
+            x = T.(config.x)
+            y_maxpool = NNlib.maxpool(x, pdims)
+            y_meanpool = NNlib.meanpool(x, pdims)
+            dy = ones(T, size(y_maxpool)...) # size(y_maxpool) == size(y_meanpool)
+            @test isapprox(config.dx_maxpool, NNlib.∇maxpool(dy, y_maxpool, x, pdims), rtol=1e-5)
+            @test isapprox(config.dx_meanpool, NNlib.∇meanpool(dy, y_meanpool, x, pdims), rtol=1e-5)
+        end
+        for (rank_name, config_dict) in maxpool_answer_nature, (setting_name, config) in config_dict, T in (Float32, Float64)
+            check(config, T)
+        end
+    end
+    # "rank1" "k2s1p0": x = [0.0299635, 0.233456, 0.596161, 0.161514, 0.0094027]
+    #   dx_maxpool = [0.0, 1.0, 2.0, 1.0, 0.0], dx_meanpool = [0.5, 1.0, 1.0, 1.0, 0.5]  (and k2s1p1, k3s1p1, k3s2p1,
+    #   and the same four settings in rank 2 on a 5×5 x; the values are in compat/cases_nnlib.py POOL_NATURE)
+    """,
+)
+def case_pool_answer_nature():
+    for (k, stride, pad), (x, dx_max, dx_mean) in POOL_NATURE.items():
+        x = np.asarray(x, np.float32).reshape((*np.shape(x), 1, 1))
+        pdims = N.PoolDims(x, k, stride=stride, padding=pad)
+        y_max, y_mean = N.maxpool(x, pdims), N.meanpool(x, pdims)
+        dy = np.ones(y_max.shape, np.float32)
+        close(N.grad_maxpool(dy, y_max, x, pdims)[..., 0, 0], dx_max, rtol=1e-5)
+        close(N.grad_meanpool(dy, y_mean, x, pdims)[..., 0, 0], dx_mean, rtol=1e-5)
+
+
 PAD = "NNlib.jl test/padding.jl"
 R9 = jl(range(1, 10), (3, 3), np.int64)
 
