@@ -353,6 +353,35 @@ def case_conv_grads_known_answers():
 
 
 @case(
+    names=("depthwiseconv", "∇depthwiseconv_data", "∇depthwiseconv_filter", "DepthwiseConvDims"),
+    source=CONV,
+    julia="""
+    # "Depthwise Convolution", for rank in (1,2,3), one channel: x and w as in the conv_answer_dict tests
+    cdims = DepthwiseConvDims(x, w)
+    dy = NNlib.depthwiseconv(x, w, cdims)
+    @test ddims(∇conv_filter(x, dy, cdims)) == dw      # ∇depthwiseconv_filter
+    @test ddims(∇conv_data(dy, w,  cdims)) == dx       # ∇depthwiseconv_data
+    cdims = DepthwiseConvDims(x, w; stride=2)          # dw_stride, dx_stride; and y_stride for the forward
+    cdims = DepthwiseConvDims(x, w; dilation=2)        # dw_dil, dx_dil
+    cdims = DepthwiseConvDims(x, w; padding=1)         # dw_pad, dx_pad
+    cdims = DepthwiseConvDims(x, w; flipkernel=true)   # dw_flip, dx_flip
+    """,
+)
+def case_depthwise_known_answers():
+    for ans in CONV_GRAD_ANSWERS.values():
+        dx0, dw0 = np.asarray(ans["dx"]), np.asarray(ans["dw"])
+        x = jl(range(1, dx0.size + 1), (*dx0.shape, 1, 1))
+        w = jl(range(1, dw0.size + 1), (*dw0.shape, 1, 1))
+        for suffix, kw, julia_kw in [("", {}, {}), ("_stride", dict(stride=2), dict(stride=2)),
+                                     ("_dil", dict(dilation=2), dict(dilation=2)), ("_pad", dict(pad=1), dict(padding=1)),
+                                     ("_flip", dict(flipped=True), dict(flipkernel=True))]:
+            cdims = N.DepthwiseConvDims(x, w, **julia_kw)
+            dy = N.depthwiseconv(x, w, cdims)
+            close(dy, N.conv(x, w, **kw), rtol=1e-6)  # one channel: depthwise is the dense convolution
+            close(N.grad_depthwiseconv_filter(x, dy, cdims)[..., 0, 0], ans["dw" + suffix], rtol=1e-5)
+            close(N.grad_depthwiseconv_data(dy, w, cdims)[..., 0, 0], ans["dx" + suffix], rtol=1e-5)
+
+@case(
     names=("conv", "gradient"),
     source=CONV,
     julia="""
