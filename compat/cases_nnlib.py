@@ -315,6 +315,19 @@ CONV_GRAD_ANSWERS = {
 }
 
 
+def _conv_answer_settings():
+    """`(x, w, answers, suffix, fluxjax keywords, NNlib's DenseConvDims keywords)` for each rank of
+    `CONV_GRAD_ANSWERS` and each of NNlib's settings (plain, stride, dilation, padding, flipped kernel)."""
+    for ans in CONV_GRAD_ANSWERS.values():
+        dx0, dw0 = np.asarray(ans["dx"]), np.asarray(ans["dw"])
+        x = jl(range(1, dx0.size + 1), (*dx0.shape, 1, 1))
+        w = jl(range(1, dw0.size + 1), (*dw0.shape, 1, 1))
+        for suffix, kw, julia_kw in [("", {}, {}), ("_stride", dict(stride=2), dict(stride=2)),
+                                     ("_dil", dict(dilation=2), dict(dilation=2)), ("_pad", dict(pad=1), dict(padding=1)),
+                                     ("_flip", dict(flipped=True), dict(flipkernel=True))]:
+            yield x, w, ans, suffix, kw, julia_kw
+
+
 @case(
     names=("∇conv_data", "∇conv_filter", "DenseConvDims", "conv"),
     source=CONV,
@@ -334,22 +347,16 @@ CONV_GRAD_ANSWERS = {
     """,
 )
 def case_conv_grads_known_answers():
-    for ans in CONV_GRAD_ANSWERS.values():
-        dx0, dw0 = np.asarray(ans["dx"]), np.asarray(ans["dw"])
-        x = jl(range(1, dx0.size + 1), (*dx0.shape, 1, 1))
-        w = jl(range(1, dw0.size + 1), (*dw0.shape, 1, 1))
-        for suffix, kw, julia_kw in [("", {}, {}), ("_stride", dict(stride=2), dict(stride=2)),
-                                     ("_dil", dict(dilation=2), dict(dilation=2)), ("_pad", dict(pad=1), dict(padding=1)),
-                                     ("_flip", dict(flipped=True), dict(flipkernel=True))]:
-            dy = N.conv(x, w, **kw)
-            # the 3-d answers are printed to 6 significant digits (1.26055e6)
-            close(N.grad_conv_filter(x, dy, w.shape, **kw)[..., 0, 0], ans["dw" + suffix], rtol=1e-5)
-            close(N.grad_conv_data(dy, w, x.shape, **kw)[..., 0, 0], ans["dx" + suffix], rtol=1e-5)
-            # and as NNlib spells it, with the settings in a DenseConvDims
-            cdims = N.DenseConvDims(x, w, **julia_kw)
-            equal(N.conv(x, w, cdims), dy)
-            close(N.grad_conv_filter(x, dy, cdims)[..., 0, 0], ans["dw" + suffix], rtol=1e-5)
-            close(N.grad_conv_data(dy, w, cdims)[..., 0, 0], ans["dx" + suffix], rtol=1e-5)
+    for x, w, ans, suffix, kw, julia_kw in _conv_answer_settings():
+        dy = N.conv(x, w, **kw)
+        # the 3-d answers are printed to 6 significant digits (1.26055e6)
+        close(N.grad_conv_filter(x, dy, w.shape, **kw)[..., 0, 0], ans["dw" + suffix], rtol=1e-5)
+        close(N.grad_conv_data(dy, w, x.shape, **kw)[..., 0, 0], ans["dx" + suffix], rtol=1e-5)
+        # and as NNlib spells it, with the settings in a DenseConvDims
+        cdims = N.DenseConvDims(x, w, **julia_kw)
+        equal(N.conv(x, w, cdims), dy)
+        close(N.grad_conv_filter(x, dy, cdims)[..., 0, 0], ans["dw" + suffix], rtol=1e-5)
+        close(N.grad_conv_data(dy, w, cdims)[..., 0, 0], ans["dx" + suffix], rtol=1e-5)
 
 
 @case(
@@ -368,18 +375,13 @@ def case_conv_grads_known_answers():
     """,
 )
 def case_depthwise_known_answers():
-    for ans in CONV_GRAD_ANSWERS.values():
-        dx0, dw0 = np.asarray(ans["dx"]), np.asarray(ans["dw"])
-        x = jl(range(1, dx0.size + 1), (*dx0.shape, 1, 1))
-        w = jl(range(1, dw0.size + 1), (*dw0.shape, 1, 1))
-        for suffix, kw, julia_kw in [("", {}, {}), ("_stride", dict(stride=2), dict(stride=2)),
-                                     ("_dil", dict(dilation=2), dict(dilation=2)), ("_pad", dict(pad=1), dict(padding=1)),
-                                     ("_flip", dict(flipped=True), dict(flipkernel=True))]:
-            cdims = N.DepthwiseConvDims(x, w, **julia_kw)
-            dy = N.depthwiseconv(x, w, cdims)
-            close(dy, N.conv(x, w, **kw), rtol=1e-6)  # one channel: depthwise is the dense convolution
-            close(N.grad_depthwiseconv_filter(x, dy, cdims)[..., 0, 0], ans["dw" + suffix], rtol=1e-5)
-            close(N.grad_depthwiseconv_data(dy, w, cdims)[..., 0, 0], ans["dx" + suffix], rtol=1e-5)
+    for x, w, ans, suffix, kw, julia_kw in _conv_answer_settings():
+        cdims = N.DepthwiseConvDims(x, w, **julia_kw)
+        dy = N.depthwiseconv(x, w, cdims)
+        close(dy, N.conv(x, w, **kw), rtol=1e-6)  # one channel: depthwise is the dense convolution
+        close(N.grad_depthwiseconv_filter(x, dy, cdims)[..., 0, 0], ans["dw" + suffix], rtol=1e-5)
+        close(N.grad_depthwiseconv_data(dy, w, cdims)[..., 0, 0], ans["dx" + suffix], rtol=1e-5)
+
 
 @case(
     names=("conv", "gradient"),
