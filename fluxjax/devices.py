@@ -162,7 +162,6 @@ def get_device(x: Any) -> AbstractDevice | None:
     return CPUDevice() if dev.platform == "cpu" else AcceleratorDevice(dev)
 
 
-
 def get_device_type(x: Any) -> type | None:
     """MLDataDevices' `get_device_type(x)`: the class of `get_device(x)` (`CPUDevice` or
     `AcceleratorDevice`), `None` when `x` holds no arrays."""

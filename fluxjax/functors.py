@@ -277,15 +277,20 @@ def functor(x: Any) -> Any:
             unknown = set(new) - set(vars(x))
             if unknown:
                 raise ValueError(f"functor: {type(x).__name__} has no fields {sorted(unknown)}")
-            out = object.__new__(type(x))
-            out.__dict__.update(vars(x))
-            out.__dict__.update(new)
-            return out
+            return _with_fields(x, new)
 
         return children(x), re
     if isinstance(x, (tuple, list, dict)):
         return x, lambda y: y
     return (), lambda _: x
+
+
+def _with_fields(x: Any, new: dict[str, Any]) -> Any:
+    """A shallow copy of the layer `x` with the fields in `new` replaced (`x` is unchanged)."""
+    out = object.__new__(type(x))
+    out.__dict__.update(vars(x))
+    out.__dict__.update(new)
+    return out
 
 
 def trainable(x: Any) -> dict[str, Any]:

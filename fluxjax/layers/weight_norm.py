@@ -6,7 +6,7 @@ from typing import Any
 
 import jax.numpy as jnp
 
-from ..functors import fmap, is_array, is_layer, layer, state_fields
+from ..functors import _with_fields, fmap, is_array, is_layer, layer, state_fields
 from .containers import fn_name
 
 
@@ -65,10 +65,7 @@ def reparametrize(wn: WeightNorm) -> Any:
     """The wrapped layer with its `which` field set to `g .* v ./ ‖v‖` (a new layer; `wn` is unchanged)."""
     v = wn.layer.__dict__[wn.which]
     n2 = jnp.sum(jnp.square(v), axis=_axes(wn.dims, v.ndim), keepdims=True)
-    new = object.__new__(type(wn.layer))
-    new.__dict__.update(wn.layer.__dict__)
-    new.__dict__[wn.which] = wn.g * v / jnp.sqrt(n2 + jnp.finfo(wn.g.dtype).eps)
-    return new
+    return _with_fields(wn.layer, {wn.which: wn.g * v / jnp.sqrt(n2 + jnp.finfo(wn.g.dtype).eps)})
 
 
 def remove_weight_norms(model: Any) -> Any:

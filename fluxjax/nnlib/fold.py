@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .conv import IntOrTuple, conv
+from .gradients import _transpose
 
 
 def _kernel(kernel_size: tuple, channels: int, n: int, what: str) -> tuple[int, ...]:
@@ -74,15 +75,10 @@ def fold(
         raise ValueError(f"fold: output_size is the shape of x, (spatial..., C, N), got {output_size}")
     ks = _kernel(kernel_size, output_size[-2], len(output_size) - 2, "fold")
     kw = dict(stride=stride, pad=pad, dilation=dilation, flipped=flipped)
-    x = jax.ShapeDtypeStruct(output_size, y.dtype)
-    want = jax.eval_shape(lambda x: _windows(x, ks, kw), x).shape
-    if y.shape != want:
-        raise ValueError(
-            f"DimensionMismatch: fold into {output_size} with kernel {ks} expects y of shape {want} "
-            f"(windows, window size, N), got {y.shape}"
-        )
-    (out,) = jax.linear_transpose(lambda x: _windows(x, ks, kw), x)(y)
-    return out
+    return _transpose(lambda x: _windows(x, ks, kw), output_size, y, lambda want: (
+        f"DimensionMismatch: fold into {output_size} with kernel {ks} expects y of shape {want} "
+        f"(windows, window size, N), got {y.shape}"
+    ))
 
 
 __all__ = ["unfold", "fold"]

@@ -53,12 +53,16 @@ def grad_lpnormpool(dy, y, x, *args: Any, p: float | None = None, k: IntOrTuple 
     return _pool_grad(f, dy, y, x, "grad_lpnormpool")
 
 
-def _transpose(f: Callable, shape: tuple, dy) -> jax.Array:
+def _transpose(f: Callable, shape: tuple, dy, mismatch: Callable[[tuple], str] | None = None) -> jax.Array:
+    """The adjoint of the linear `f` at an input of `shape`, applied to `dy`, after checking that `f` maps
+    that input to `dy`'s shape (`mismatch(want)` is the error message, if given)."""
     dy = jnp.asarray(dy)
-    out = jax.eval_shape(f, jax.ShapeDtypeStruct(shape, dy.dtype)).shape
+    x = jax.ShapeDtypeStruct(tuple(shape), dy.dtype)
+    out = jax.eval_shape(f, x).shape
     if out != dy.shape:
-        raise ValueError(f"DimensionMismatch: dy has shape {dy.shape}, but an input of shape {shape} gives {out}")
-    (dx,) = jax.linear_transpose(f, jax.ShapeDtypeStruct(shape, dy.dtype))(dy)
+        raise ValueError(mismatch(out) if mismatch else
+                         f"DimensionMismatch: dy has shape {dy.shape}, but an input of shape {tuple(shape)} gives {out}")
+    (dx,) = jax.linear_transpose(f, x)(dy)
     return dx
 
 
@@ -80,26 +84,27 @@ def _spatial(dy, size, n: int, what: str) -> tuple:
     return (*size, *dy.shape[n:])
 
 
+def _grad_upsample(upsample: Callable, n: int, dy, size, align_corners: bool) -> jax.Array:
+    """The adjoint of the `n`-d interpolating `upsample` from an `x` of spatial size `size` to `dy`'s."""
+    shape = _spatial(dy, size, n, "grad_" + upsample.__name__)
+    out = jnp.shape(dy)[:n]
+    return _transpose(lambda x: upsample(x, size=out, align_corners=align_corners), shape, dy)
+
+
 def grad_upsample_linear(dy, *, size: int | Sequence[int], align_corners: bool = True) -> jax.Array:
     """NNlib's `∇upsample_linear(Δ; size, align_corners)`: the adjoint of `upsample_linear` from an `x`
     whose spatial size is `size` (dy is `(W, C, N)`)."""
-    shape = _spatial(dy, size, 1, "grad_upsample_linear")
-    out = jnp.shape(dy)[:1]
-    return _transpose(lambda x: upsample_linear(x, size=out, align_corners=align_corners), shape, dy)
+    return _grad_upsample(upsample_linear, 1, dy, size, align_corners)
 
 
 def grad_upsample_bilinear(dy, *, size: Sequence[int], align_corners: bool = True) -> jax.Array:
     """NNlib's `∇upsample_bilinear(Δ; size, align_corners)`: `size` is `x`'s `(W, H)`."""
-    shape = _spatial(dy, size, 2, "grad_upsample_bilinear")
-    out = jnp.shape(dy)[:2]
-    return _transpose(lambda x: upsample_bilinear(x, size=out, align_corners=align_corners), shape, dy)
+    return _grad_upsample(upsample_bilinear, 2, dy, size, align_corners)
 
 
 def grad_upsample_trilinear(dy, *, size: Sequence[int], align_corners: bool = True) -> jax.Array:
     """NNlib's `∇upsample_trilinear(Δ; size, align_corners)`: `size` is `x`'s `(W, H, D)`."""
-    shape = _spatial(dy, size, 3, "grad_upsample_trilinear")
-    out = jnp.shape(dy)[:3]
-    return _transpose(lambda x: upsample_trilinear(x, size=out, align_corners=align_corners), shape, dy)
+    return _grad_upsample(upsample_trilinear, 3, dy, size, align_corners)
 
 
 def grad_depthwiseconv_data(dy, w, x_size: IntOrTuple | DepthwiseConvDims | None = None, *, stride: IntOrTuple = 1,

@@ -87,6 +87,7 @@ def _trivial(x: jax.Array, theta: float, center: tuple, adjoint: bool) -> jax.Ar
     if theta == 0:
         return x
     W, H = x.shape[:2]
+    # NNlib's condition, verbatim: for odd sizes it compares rotation_center[1] with both sizes
     middle = (W % 2 == 0 and H % 2 == 0 and math.isclose(center[0], W // 2 + 0.5) and math.isclose(center[1], H // 2 + 0.5)) or (
         W % 2 == 1 and H % 2 == 1 and center[0] == W // 2 + 1 and center[0] == H // 2 + 1
     )
