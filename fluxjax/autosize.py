@@ -187,7 +187,7 @@ def autosize(size: tuple, build: Callable[[Any], Any]) -> Any:
     ...     Conv((3, 3), (_, 5), relu, stride=2, pad=SamePad()), BatchNorm(_),
     ...     flatten, Dense(_, _ // 4, relu), Dense(_, 10)))
     >>> m[3]
-    Dense(980 => 245, relu)                 # 240,345 parameters
+    Dense(980 => 245, relu)  # 240_345 parameters
     >>> m(jnp.ones((28, 28, 1, 32))).shape
     (10, 32)
     ```

@@ -1,12 +1,22 @@
-"""Flux-style printing of models: one line per layer with its parameter count, and a total."""
+"""Flux-style printing of models: one line per layer with its parameter count, and a total.
+
+The text is Flux's (`Flux.jl/src/layers/show.jl`): a top-level layer's comment starts at column 20,
+a layer inside a container has its comment at column 40, both at least two spaces after the text;
+counts are written `50_240`; the total of a container with more than two trainable arrays follows
+its closing bracket at column 20, with the arrays' size written as Julia's `Base.format_bytes`.
+"""
 
 from __future__ import annotations
 
+import math
 from typing import Any
+
+import jax
+import jax.numpy as jnp
 
 from .functors import is_array, is_float_array, is_layer, trainable
 
-_COMMENT_COL = 40
+_TOP_COL, _INNER_COL = 20, 39
 
 
 def _arrays(v, out):
@@ -61,15 +71,42 @@ def counts(m: Any) -> tuple[list, list]:
     return train, other
 
 
-def _count_comment(m) -> str:
+def _underscorise(n: int) -> str:
+    """Flux's `underscorise`: `50240` -> `"50_240"`."""
+    return f"{n:_}"
+
+
+def _format_bytes(n: int) -> str:
+    """Julia's `Base.format_bytes`: `"200 bytes"` below 1 KiB, else three decimals of the unit."""
+    units = ("byte", "KiB", "MiB", "GiB", "TiB", "PiB")
+    unit = 1 if n in (0, 1) else min(len(units), math.ceil(math.log(n) / math.log(1024)))
+    if unit == 1:
+        return f"{n} byte" + ("" if n == 1 else "s")
+    return f"{n / 1024 ** (unit - 1):.3f} {units[unit - 1]}"
+
+
+def _nan_note(arrays: list) -> str:
+    """Flux's `_nan_show`: flags parameters that are all zero, or hold a NaN or an Inf."""
+    if any(isinstance(x, jax.core.Tracer) or not getattr(x, "is_fully_addressable", True) for x in arrays):
+        return ""  # traced, or spread over other processes: not readable here
+    if all(bool(jnp.all(x == 0)) for x in arrays):
+        return "  (all zero)"
+    if any(bool(jnp.any(jnp.isnan(x))) for x in arrays):
+        return "  (some NaN)"
+    if any(bool(jnp.any(jnp.isinf(x))) for x in arrays):
+        return "  (some Inf)"
+    return ""
+
+
+def _count_comment(m, top: bool) -> str:
+    """Flux's `_layer_show` comment: empty for a layer without trainable arrays."""
     train, other = counts(m)
-    n = sum(int(x.size) for x in train)
-    if not train and not other:
+    if not train:
         return ""
-    s = f"# {n:,} parameters"
+    s = f"# {_underscorise(sum(int(x.size) for x in train))} parameters"
     if other:
-        s += f", plus {sum(int(x.size) for x in other):,} non-trainable"
-    return s
+        s += f", plus {_underscorise(sum(int(x.size) for x in other))}" + (" non-trainable" if top else "")
+    return s + _nan_note(train)
 
 
 def sublayers(m) -> list[tuple[str | None, Any]]:
@@ -99,47 +136,47 @@ def one_line(m) -> str:
     return f"{type(m).__name__}({', '.join(parts)})"
 
 
-def _pad(s, c):
-    return s + " " * max(1, _COMMENT_COL - len(s)) + c if c else s
+def _with_comment(text: str, indent: int, comment: str, top: bool) -> str:
+    """`text` (already indented, with its trailing comma inside a container) and `comment` at Flux's column."""
+    if not comment:
+        return text
+    width = len(text) - indent - (0 if top else 1)  # Flux measures the layer's own string
+    return text + " " * max(2, (_TOP_COL if top else _INNER_COL) - indent - width) + comment
 
 
 def _lines(m, indent: int, label: str | None, top: bool) -> list[str]:
     pre = " " * indent + (f"{label} = " if label else "")
-    subs = sublayers(m) if is_layer(m) else []
+    comma = "" if top else ","
     if not is_layer(m):
-        return [pre + getattr(m, "__name__", repr(m)) + ("" if top else ",")]
+        return [pre + getattr(m, "__name__", repr(m)) + comma]
+    subs = sublayers(m)
     if not subs:
-        line = pre + one_line(m) + ("" if top else ",")
-        return [line if top else _pad(line, _count_comment(m))]
-    head = getattr(m, "_show_head", lambda: f"{type(m).__name__}(")()
-    lines = [pre + head]
+        return [_with_comment(pre + one_line(m) + comma, indent, _count_comment(m, top), top)]
+    lines = [pre + getattr(m, "_show_head", lambda: f"{type(m).__name__}(")()]
     for lab, c in subs:
         lines.extend(_lines(c, indent + 2, lab, False))
-    lines.append(" " * indent + getattr(m, "_show_tail", lambda: ")")() + ("" if top else ","))
+    lines.append(" " * indent + getattr(m, "_show_tail", lambda: ")")() + comma)
     return lines
 
 
-def _total(m) -> str:
-    """Flux's `_big_finale`: the total line, printed only for more than 2 trainable arrays."""
+def _total(m, tail: str) -> str:
+    """Flux's `_big_finale`: the closing line of the outermost container, with a total when it holds
+    more than 2 trainable arrays."""
     train, other = counts(m)
     if len(train) <= 2:
-        return ""
-    n = sum(int(x.size) for x in train)
-    nbytes = sum(int(x.nbytes) for x in train + other)
-    s = f"# Total: {len(train)} arrays, {n:,} parameters"
-    if other:
-        s += f", plus {len(other)} non-trainable arrays with {sum(int(x.size) for x in other):,} parameters"
-    return s + f", {nbytes:,} bytes."
+        return tail
+    pars = _underscorise(sum(int(x.size) for x in train))
+    size = _format_bytes(sum(int(x.nbytes) for x in train + other))
+    tail = tail.ljust(2)
+    if not other:
+        return f"{tail}{' ' * 18}# Total: {len(train)} arrays, {pars} parameters, {size}."
+    nonparam = _underscorise(sum(int(x.size) for x in other))
+    return (f"{tail}{' ' * 8}# Total: {len(train)} trainable arrays, {pars} parameters,\n"
+            f"{' ' * (len(tail) + 8)}# plus {len(other)} non-trainable, {nonparam} parameters, summarysize {size}.")
 
 
 def layer_repr(m) -> str:
-    subs = sublayers(m)
-    if not subs:
-        line = one_line(m)
-        c = _count_comment(m)
-        return _pad(line, c) if c else line
     lines = _lines(m, 0, None, True)
-    total = _total(m)
-    if total:
-        lines[-1] = _pad(lines[-1], total)
+    if len(lines) > 1:
+        lines[-1] = _total(m, lines[-1])
     return "\n".join(lines)
