@@ -120,6 +120,25 @@ def test_layernorm_is_normalise_over_leading_dims():
         LayerNorm(3)(x)
 
 
+def test_layernorm_holds_a_diag_scale_as_flux():
+    # Flux.jl/src/layers/normalise.jl: diag = affine ? Scale(size..., λ) : λ; the layer is diag(normalise(x))
+    m = LayerNorm(3, jnp.tanh)
+    assert isinstance(m.diag, Flux.Scale) and m.diag.sigma is jnp.tanh and m.diag.scale.shape == (3,)
+    assert LayerNorm(3, jnp.tanh, affine=False).diag is jnp.tanh and LayerNorm(3, affine=False).diag(2.0) == 2.0
+    m.diag.scale, m.diag.bias = jnp.array([1.0, 2.0, -1.0]), jnp.array([0.5, 0.0, 1.0])
+    x = jax.random.normal(jax.random.PRNGKey(1), (3, 4))
+    xn = np.asarray(x)
+    n = (xn - xn.mean(0)) / np.sqrt(xn.var(0) + 1e-5)
+    np.testing.assert_allclose(m(x), np.tanh(n * [[1.0], [2.0], [-1.0]] + [[0.5], [0.0], [1.0]]), atol=1e-5)
+    (g,) = Flux.gradient(lambda m: m(x).sum(), m)
+    assert g.diag.scale.shape == (3,) and g.diag.bias.shape == (3,) and g.sigma is None and g.eps is None
+    d = 1 - np.tanh(n * [[1.0], [2.0], [-1.0]] + [[0.5], [0.0], [1.0]]) ** 2
+    np.testing.assert_allclose(g.diag.bias, d.sum(1), rtol=1e-5)
+    np.testing.assert_allclose(g.diag.scale, (d * n).sum(1), rtol=1e-4, atol=1e-5)
+    assert repr(LayerNorm(3, jnp.tanh)) == "LayerNorm(3, tanh)  # 6 parameters"  # not expanded (:noexpand)
+    assert [type(l).__name__ for l in Flux.modules(LayerNorm(3))] == ["LayerNorm", "Scale"]
+
+
 def test_dropout_modes():
     # Flux.jl/test/layers/normalisation.jl: Dropout is the identity outside AD, drops under AD
     x = jnp.array([1.0, 2, 3])

@@ -25,6 +25,7 @@ from ..nnlib.normalise import normalise
 from ..random import resolve_key
 from ..state import is_active, layer_key, rebind
 from .basic import act_name, identity
+from .dense_like import Scale
 
 
 def _check_mode(name, active):
@@ -254,11 +255,14 @@ class LayerNorm:
     """Normalise over the first `len(size)` axes (the feature axes), then scale and shift.
 
     `LayerNorm(size..., λ=identity; affine=True, eps=1e-5)`: `y = λ.(γ .* (x - μ) ./ sqrt(σ² + eps) .+ β)`
-    with μ, σ² (biased) over the feature axes and γ, β of shape `size`.
+    with μ, σ² (biased) over the feature axes. As Flux, γ and β (shape `size`) live in the `diag`
+    sub-layer, a `Scale(size..., λ)`: `m.diag.scale`, `m.diag.bias`. With `affine=False`, `diag` is
+    the activation λ itself.
 
     ```python
-    >>> LayerNorm(4)(jnp.ones((4, 7))).shape
-    (4, 7)
+    >>> m = LayerNorm(4)
+    >>> m(jnp.ones((4, 7))).shape, m.diag.scale.shape
+    ((4, 7), (4,))
     ```
     """
 
@@ -273,23 +277,22 @@ class LayerNorm:
         if not size or not all(isinstance(s, int) and s > 0 for s in size):
             raise ValueError(f"LayerNorm: size must be positive integers, got {size!r}")
         _check_momentum_eps("LayerNorm", 0.0, eps)
+        check_callable("LayerNorm", "the activation λ", sigma)
         self.sigma = sigma
-        self.weight = ones32(*size) if affine else False
-        self.bias = zeros32(*size) if affine else False
+        self.diag = Scale(*size, sigma) if affine else sigma
         self.eps = eps
         self.size = tuple(size)
         self.affine = affine
 
     def __call__(self, x):
-        x = match_eltype(self, x)
+        x = match_eltype(self, x, self.diag.scale.dtype if self.affine else None)
         k = len(self.size)
         if x.ndim < k or tuple(x.shape[:k]) != self.size:
             raise DimensionMismatch(f"layer {name(self)} expects the first {k} axes to be {self.size}, but got {describe(x)}")
-        y = normalise(x, dims=tuple(range(k)), eps=self.eps)
-        if self.affine:
-            extra = (1,) * (x.ndim - k)
-            y = y * self.weight.reshape(self.size + extra) + self.bias.reshape(self.size + extra)
-        return self.sigma(y)
+        return self.diag(normalise(x, dims=tuple(range(k)), eps=self.eps))
+
+    def _show_children(self):
+        return []  # Flux's `@layer :noexpand LayerNorm`: one line, the Scale inside is not listed
 
     def _show(self):
         s = "LayerNorm(" + ", ".join(str(d) for d in self.size)

@@ -134,8 +134,8 @@ def _norm(rng, s):
         m, x = fluxjax.GroupNorm(2 * c, 2, jnp.tanh), _arr(rng, 3, 2 * c, b)
     if hasattr(m, "gamma"):  # a non-trivial affine part
         m.beta, m.gamma = _arr(rng, c * (2 if kind == 4 else 1)), 1 + _arr(rng, c * (2 if kind == 4 else 1), scale=0.3)
-    else:
-        m.weight, m.bias = 1 + _arr(rng, *m.weight.shape, scale=0.3), _arr(rng, *m.bias.shape)
+    else:  # LayerNorm: Flux's diag Scale
+        m.diag.scale, m.diag.bias = 1 + _arr(rng, *m.diag.scale.shape, scale=0.3), _arr(rng, *m.diag.bias.shape)
     return m, [x], []
 
 
