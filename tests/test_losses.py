@@ -10,7 +10,6 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import fluxjax.losses as L
 from fluxjax.losses import (
     binary_focal_loss,
     binarycrossentropy,
@@ -34,6 +33,7 @@ from fluxjax.losses import (
     xlogx,
     xlogy,
 )
+from fluxjax.losses.functions import _check_sizes
 
 RTOL64 = 1.5e-8  # Julia's default ≈ for Float64
 
@@ -392,7 +392,9 @@ def test_shape_mismatch():
             f(np.full((3,), 0.5), np.full((4,), 0.5))
     # Julia-style sizes: trailing singleton dims match, and broadcasting follows Julia
     approx(mse(np.array([1.0, 2.0, 3.0]), np.array([[1.0], [2.0], [4.0]])), 1 / 3, rtol=1e-6)
-    assert callable(L._check_sizes)
+    _check_sizes(np.ones((3,)), np.ones((3, 1)))  # Flux.Losses._check_sizes, used by every loss
+    with pytest.raises(ValueError, match=r"size\(ŷ\) = \(2, 4\) to match size\(y\) = \(2, 3\)"):
+        _check_sizes(np.ones((2, 4)), np.ones((2, 3)))
 
 
 ALL_LOSSES = [

@@ -1,24 +1,5 @@
-"""Flux.Losses (`Flux/src/losses/functions.jl`), every function, with Flux's exact definitions.
-
-Conventions, as in Flux:
-
-- `loss(yhat, y; agg=mean)`: `agg` is any reduction (`jnp.mean` by default, `jnp.sum`,
-  `lambda l: l` for the unreduced array, `lambda l: jnp.sum(l) / n`, ...). Python's builtin `sum`
-  is read as `jnp.sum`, so that a ported `agg=sum` works.
-- `eps=` is Flux's `ϵ`: by default the machine epsilon of `yhat`'s float dtype
-  (`1.1920929e-07` for float32).
-- `dims=` is the class axis. Flux's `dims=1` (its first, feature axis) is `dims=0` here; `dims`
-  may be a tuple. Sums over `dims` keep the axis (Flux's `sum(...; dims)`), so `agg=lambda l: l`
-  returns Flux's `1 x N` array.
-- `yhat` and `y` must have the same size, or `y` is a scalar, else `DimensionMismatch` (a
-  `ValueError`) saying e.g. "loss function expects size(ŷ) = (2, 4) to match size(y) = (2, 3)". As in Julia, trailing
-  singleton dims do not count: `(3,)` matches `(3, 1)`.
-- `y` may be bool or int (one-hot labels): it is cast to `yhat`'s float dtype. Float32 in, float32
-  out; everything works under `jax.jit`, `jax.grad` and nested differentiation.
-
-`xlogy(x, y)` and `xlogx(x)` are 0 where `x == 0` (`0 * log(0) = 0`), with gradients that stay
-finite there.
-"""
+"""Flux.Losses' loss functions (`Flux/src/losses/functions.jl`) with Flux's exact definitions; the
+conventions are in `fluxjax.losses`."""
 
 from __future__ import annotations
 
@@ -30,111 +11,12 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.custom_derivatives import SymbolicZero
 
-from .errors import DimensionMismatch
-
-__all__ = [
-    "mae",
-    "mse",
-    "msle",
-    "huber_loss",
-    "label_smoothing",
-    "crossentropy",
-    "logitcrossentropy",
-    "binarycrossentropy",
-    "logitbinarycrossentropy",
-    "kldivergence",
-    "poisson_loss",
-    "hinge_loss",
-    "squared_hinge_loss",
-    "dice_coeff_loss",
-    "tversky_loss",
-    "binary_focal_loss",
-    "focal_loss",
-    "siamese_contrastive_loss",
-    "ctc_loss",
-    "xlogx",
-    "xlogy",
-]
+from ..errors import DimensionMismatch
+from ._utils import _default_float, _is_concrete, xlogx, xlogy
 
 Agg = Callable[[jax.Array], Any]
 Dims = int | tuple[int, ...]
-
-
-# ---------------------------------------------------------------------------------------------
-# xlogy / xlogx
-
-
-def _default_float() -> Any:
-    # float32, or float64 when the user has enabled jax_enable_x64 (Julia's float(Int) is Float64)
-    return jax.dtypes.canonicalize_dtype(jnp.float64)
-
-
-def _as_float(*xs: Any) -> list[jax.Array]:
-    arrs = [jnp.asarray(x) for x in xs]
-    dt = jnp.result_type(*xs)
-    if not jnp.issubdtype(dt, jnp.inexact):
-        dt = _default_float()
-    return [a.astype(dt) for a in arrs]
-
-
-@jax.custom_jvp
-def _xlogy(x: jax.Array, y: jax.Array) -> jax.Array:
-    safe_y = jnp.where(x == 0, jnp.ones_like(y), y)
-    return jnp.where(x == 0, jnp.zeros_like(x * safe_y), x * jnp.log(safe_y))
-
-
-def _xlogy_jvp(primals, tangents):
-    # Flux's rule: ∂x = log(y), ∂y = x / y; the ∂y coefficient is 0 where x == 0 (the limit along
-    # x = 0) rather than 0/0, and a tangent that is symbolically zero contributes nothing, so a
-    # constant label x = 0 never multiplies log(0) = -inf.
-    x, y = primals
-    dx, dy = tangents
-    out = _xlogy(x, y)
-    tan = jnp.zeros_like(out)
-    if not isinstance(dx, SymbolicZero):
-        tan = tan + dx * jnp.log(y)
-    if not isinstance(dy, SymbolicZero):
-        safe_y = jnp.where(x == 0, jnp.ones_like(y), y)
-        tan = tan + dy * jnp.where(x == 0, jnp.zeros_like(x * y), x / safe_y)
-    return out, tan
-
-
-_xlogy.defjvp(_xlogy_jvp, symbolic_zeros=True)
-
-
-@jax.jit
-def xlogy(x: Any, y: Any) -> jax.Array:
-    """`x * log(y)`, and `0` where `x == 0` (even if `y == 0`), as `Flux.Losses.xlogy`.
-
-    >>> xlogy(0.0, 0.0), xlogy(2.0, 3.0)   # (0.0, 2 log 3)
-    """
-    x, y = _as_float(x, y)
-    x, y = jnp.broadcast_arrays(x, y)
-    return _xlogy(x, y)
-
-
-@jax.custom_jvp
-def _xlogx(x: jax.Array) -> jax.Array:
-    safe = jnp.where(x == 0, jnp.ones_like(x), x)
-    return jnp.where(x == 0, jnp.zeros_like(x), x * jnp.log(safe))
-
-
-@_xlogx.defjvp
-def _xlogx_jvp(primals, tangents):
-    (x,), (dx,) = primals, tangents
-    return _xlogx(x), dx * (jnp.log(x) + 1)
-
-
-@jax.jit
-def xlogx(x: Any) -> jax.Array:
-    """`x * log(x)`, and `0` at `x == 0` (the limit from above), as `Flux.Losses.xlogx`.
-
-    >>> xlogx(0.0), xlogx(2.0)             # (0.0, 2 log 2)
-    """
-    (x,) = _as_float(x)
-    return _xlogx(x)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -231,10 +113,6 @@ def _abs2(x: jax.Array) -> jax.Array:
     if jnp.iscomplexobj(x):
         return jnp.real(x) ** 2 + jnp.imag(x) ** 2
     return x * x
-
-
-def _is_concrete(x: Any) -> bool:
-    return not isinstance(x, jax.core.Tracer)
 
 
 # Each loss's elementwise part is one jitted kernel (the user's `agg` is applied outside), so an
@@ -572,67 +450,3 @@ def _k_focal(yhat, y, e, g, *, dims, gint):
 @_kernel
 def _k_siamese(yhat, y, m):
     return (1 - y) * yhat**2 + y * jnp.maximum(0, m - yhat) ** 2
-
-
-# ---------------------------------------------------------------------------------------------
-# CTC
-
-
-def ctc_loss(yhat: Any, y: Any) -> jax.Array:
-    """Connectionist temporal classification loss (Graves et al. 2006), as `NNlib.ctc_loss`.
-
-    `yhat` is a `(classes, time)` array of raw logits (`logsoftmax` is applied over axis 0).
-    `y` is the label sequence, **0-based** class indices in `0 .. classes-2`; the blank is the
-    **last** class, index `classes - 1` (NNlib: `size(ŷ, 1)`). Returns the negative
-    log-likelihood, a scalar (`inf` when `y` cannot fit in the time steps). One sequence per call,
-    as NNlib; `jax.vmap` it for batches of equal-length sequences.
-
-    >>> ctc_loss(jnp.array([[1., 2, 3], [2, 1, 1], [3, 3, 2]]), [0, 1])   # 3.6990738
-    """
-    yhat = jnp.asarray(yhat)
-    if not jnp.issubdtype(yhat.dtype, jnp.floating):
-        yhat = yhat.astype(_default_float())
-    if yhat.ndim != 2:
-        raise ValueError(f"ctc_loss expects ŷ of shape (classes, time), got shape {yhat.shape}")
-    C, T = yhat.shape
-    blank = C - 1
-    y = jnp.asarray(y).reshape(-1)
-    if _is_concrete(y):
-        yn = np.asarray(y)
-        if yn.size and (not np.issubdtype(yn.dtype, np.integer) or yn.min() < 0 or yn.max() >= blank):
-            raise ValueError(
-                f"ctc_loss: labels must be integers in 0..{blank - 1} (0-based; the blank is the last "
-                f"class, {blank}), got {yn.tolist()}"
-            )
-    return _ctc_nll(yhat, y.astype(jnp.int32))
-
-
-@jax.jit
-def _ctc_nll(yhat: jax.Array, y: jax.Array) -> jax.Array:
-    """Forward (alpha) recursion in log space over the blank-extended label sequence."""
-    C, T = yhat.shape
-    blank = C - 1
-    L = y.shape[0]
-    U = 2 * L + 1
-    lp = jax.nn.log_softmax(yhat, axis=0)
-    z = jnp.full((U,), blank, jnp.int32).at[1::2].set(y)
-    skip = jnp.zeros((U,), bool)
-    if U > 2:
-        skip = skip.at[2:].set((z[2:] != blank) & (z[2:] != z[:-2]))
-    lpz = lp[z, :]  # (U, T)
-    neg = jnp.asarray(-1e30, lp.dtype)  # finite log(0): keeps every gradient finite
-    alpha = jnp.full((U,), neg).at[0].set(lpz[0, 0])
-    if U > 1:
-        alpha = alpha.at[1].set(lpz[1, 0])
-
-    def step(a, lpt):
-        a1 = jnp.concatenate([neg[None], a[:-1]])
-        s = jnp.logaddexp(a, a1)
-        if U > 2:
-            a2 = jnp.concatenate([jnp.stack([neg, neg]), a[:-2]])
-            s = jnp.where(skip, jnp.logaddexp(s, a2), s)
-        return s + lpt, None
-
-    alpha, _ = jax.lax.scan(step, alpha, lpz[:, 1:].T)
-    ll = jnp.logaddexp(alpha[-1], alpha[-2]) if U > 1 else alpha[-1]
-    return jnp.where(ll < neg / 2, jnp.inf, -ll)
