@@ -17,7 +17,7 @@ from jax.sharding import NamedSharding, PartitionSpec, SingleDeviceSharding
 
 from .._chain import Chain
 from ..data import DataLoader
-from ..parallel import ShardedBatches, _place_for_training
+from ..parallel.batches import ShardedBatches, _place_for_training
 from ..state import Region, commit, guard_writes
 from ..state import jit as _jit
 from ..zygote import Params, _first, withgradient
