@@ -172,7 +172,7 @@ def _total(m, tail: str) -> str:
         return f"{tail}{' ' * 18}# Total: {len(train)} arrays, {pars} parameters, {size}."
     nonparam = _underscorise(sum(int(x.size) for x in other))
     return (f"{tail}{' ' * 8}# Total: {len(train)} trainable arrays, {pars} parameters,\n"
-            f"{' ' * (len(tail) + 8)}# plus {len(other)} non-trainable, {nonparam} parameters, summarysize {size}.")
+            f"{' ' * 10}# plus {len(other)} non-trainable, {nonparam} parameters, summarysize {size}.")
 
 
 def layer_repr(m) -> str:
