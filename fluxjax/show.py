@@ -110,16 +110,25 @@ def _count_comment(m, top: bool) -> str:
 
 
 def sublayers(m) -> list[tuple[str | None, Any]]:
-    """(label, child) pairs to print expanded; containers override `_show_children`."""
+    """(label, child) pairs to print expanded; containers override `_show_children`.
+
+    As Flux's `_big_show`: a layer is expanded when one of its trainable fields is a layer; then each
+    trainable layer and float array is listed (lists and tuples flattened), in field order."""
     if hasattr(m, "_show_children"):
         return m._show_children()
     out = []
-    for v in m.__dict__.values():
-        if is_layer(v):
-            out.append((None, v))
-        elif isinstance(v, (list, tuple)) and any(is_layer(e) for e in v):
-            out.extend((None, e) for e in v)
-    return out
+    for v in trainable(m).values():
+        for e in v if isinstance(v, (list, tuple)) else (v,):
+            if is_layer(e) or is_float_array(e):
+                out.append((None, e))
+    return out if any(is_layer(e) for _, e in out) else []
+
+
+def _array_string(a) -> str:
+    """Flux's `_layer_string` of an array: Julia's size and short type, `3×4 Matrix{float32}`."""
+    dims = f"{a.shape[0]}-element" if a.ndim == 1 else "×".join(map(str, a.shape)) or "0-dimensional"
+    kind = {1: "Vector", 2: "Matrix"}.get(a.ndim)
+    return f"{dims} {kind}{{{a.dtype}}}" if kind else f"{dims} Array{{{a.dtype},...}}"
 
 
 def one_line(m) -> str:
@@ -147,6 +156,9 @@ def _with_comment(text: str, indent: int, comment: str, top: bool) -> str:
 def _lines(m, indent: int, label: str | None, top: bool) -> list[str]:
     pre = " " * indent + (f"{label} = " if label else "")
     comma = "" if top else ","
+    if is_array(m):
+        comment = f"# {_underscorise(int(m.size))} parameters" + _nan_note([m])
+        return [_with_comment(pre + _array_string(m) + comma, indent, comment, top)]
     if not is_layer(m):
         return [pre + getattr(m, "__name__", repr(m)) + comma]
     subs = sublayers(m)

@@ -241,3 +241,25 @@ def test_typed_prng_key_field():
     s = repr(Chain(Noisy(), Dense(3, 2)))
     assert "  Noisy(w=float32[3], key=key<fry>[]),  # 3 parameters\n" in s
     assert s.endswith("# Total: 3 arrays, 11 parameters, 44 bytes.")
+
+
+def test_arrays_beside_layers_are_listed():
+    # Flux.jl/src/layers/show.jl (the Tmp2 example): a layer with a sub-layer is expanded, and each of
+    # its trainable children is listed, arrays too (Julia's size and short type, with their count)
+    @layer
+    class Tmp2:
+        def __init__(self):
+            self.parts = [Dense(2, 3), jnp.ones((4, 3))]
+            self.act = jnp.tanh  # static: not a trainable child, not listed
+            self.z = jnp.zeros(3)
+
+        def __call__(self, x):
+            return x
+
+    assert repr(Tmp2()) == (
+        "Tmp2(\n"
+        "  Dense(2 => 3),                        # 9 parameters\n"
+        "  4×3 Matrix{float32},                  # 12 parameters\n"
+        "  3-element Vector{float32},            # 3 parameters  (all zero)\n"
+        ")                   # Total: 4 arrays, 24 parameters, 96 bytes."
+    )
