@@ -76,6 +76,11 @@ def _underscorise(n: int) -> str:
     return f"{n:_}"
 
 
+def _n_params(arrays: list) -> str:
+    """How many numbers `arrays` hold, underscorised."""
+    return _underscorise(sum(int(x.size) for x in arrays))
+
+
 def _format_bytes(n: int) -> str:
     """Julia's `Base.format_bytes`: `"200 bytes"` below 1 KiB, else three decimals of the unit."""
     units = ("byte", "KiB", "MiB", "GiB", "TiB", "PiB")
@@ -98,14 +103,14 @@ def _nan_note(arrays: list) -> str:
     return ""
 
 
-def _count_comment(m, top: bool) -> str:
-    """Flux's `_layer_show` comment: empty for a layer without trainable arrays."""
-    train, other = counts(m)
+def _count_comment(train: list, other: list, top: bool) -> str:
+    """Flux's `_layer_show` comment for a layer (or an array) holding the arrays `train` and `other`:
+    empty without trainable arrays."""
     if not train:
         return ""
-    s = f"# {_underscorise(sum(int(x.size) for x in train))} parameters"
+    s = f"# {_n_params(train)} parameters"
     if other:
-        s += f", plus {_underscorise(sum(int(x.size) for x in other))}" + (" non-trainable" if top else "")
+        s += f", plus {_n_params(other)}" + (" non-trainable" if top else "")
     return s + _nan_note(train)
 
 
@@ -157,13 +162,12 @@ def _lines(m, indent: int, label: str | None, top: bool) -> list[str]:
     pre = " " * indent + (f"{label} = " if label else "")
     comma = "" if top else ","
     if is_array(m):
-        comment = f"# {_underscorise(int(m.size))} parameters" + _nan_note([m])
-        return [_with_comment(pre + _array_string(m) + comma, indent, comment, top)]
+        return [_with_comment(pre + _array_string(m) + comma, indent, _count_comment([m], [], top), top)]
     if not is_layer(m):
         return [pre + getattr(m, "__name__", repr(m)) + comma]
     subs = sublayers(m)
     if not subs:
-        return [_with_comment(pre + one_line(m) + comma, indent, _count_comment(m, top), top)]
+        return [_with_comment(pre + one_line(m) + comma, indent, _count_comment(*counts(m), top), top)]
     lines = [pre + getattr(m, "_show_head", lambda: f"{type(m).__name__}(")()]
     for lab, c in subs:
         lines.extend(_lines(c, indent + 2, lab, False))
@@ -177,12 +181,12 @@ def _total(m, tail: str) -> str:
     train, other = counts(m)
     if len(train) <= 2:
         return tail
-    pars = _underscorise(sum(int(x.size) for x in train))
+    pars = _n_params(train)
     size = _format_bytes(sum(int(x.nbytes) for x in train + other))
     tail = tail.ljust(2)
     if not other:
         return f"{tail}{' ' * 18}# Total: {len(train)} arrays, {pars} parameters, {size}."
-    nonparam = _underscorise(sum(int(x.size) for x in other))
+    nonparam = _n_params(other)
     return (f"{tail}{' ' * 8}# Total: {len(train)} trainable arrays, {pars} parameters,\n"
             f"{' ' * 10}# plus {len(other)} non-trainable, {nonparam} parameters, summarysize {size}.")
 

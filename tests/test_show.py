@@ -9,7 +9,7 @@ total of a container with more than two trainable arrays after its bracket at co
 import jax
 import jax.numpy as jnp
 
-from fluxjax import Chain, Dense, layer, zeros32
+from fluxjax import BatchNorm, Chain, Conv, Dense, MeanPool, SamePad, SkipConnection, flatten, layer, zeros32
 from fluxjax.nnlib import relu, softmax
 from fluxjax.show import _format_bytes, _underscorise
 
@@ -103,8 +103,6 @@ def test_underscorise_and_format_bytes():
 def test_flux_modules_docstring_text():
     # Flux.jl/src/utils.jl (`modules` docstring): m2 = Chain(Chain(Dense(28^2, 64), BatchNorm(64, relu)), Dense(64, 10));
     # a contained layer with non-trainable arrays says "plus 128", the total takes two lines
-    from fluxjax import BatchNorm
-
     m1 = Chain(Dense(28**2, 64), BatchNorm(64, relu))
     lines = repr(Chain(m1, Dense(64, 10))).split("\n")
     assert lines[:-1] == [
@@ -126,8 +124,6 @@ def test_flux_modules_docstring_text():
 
 def test_flux_outputsize_docstring_text():
     # Flux.jl/src/outputsize.jl (`@autosize` docstring): a layer string past column 40 keeps two spaces
-    from fluxjax import BatchNorm, Conv, MeanPool, SamePad, SkipConnection, flatten
-
     m = Chain(Chain(c=Conv((3, 3), (1, 5), stride=2, pad=SamePad()), p=MeanPool((3, 3)), b=BatchNorm(5), f=flatten),
               Dense(80, 20, relu), SkipConnection(Dense(20, 20, relu), jnp.add), Dense(20, 10))
     assert repr(m).split("\n")[:13] == [

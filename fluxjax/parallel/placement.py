@@ -18,7 +18,6 @@ from .mesh import _auto, _axes_size
 Rules = Mapping[str, P] | Callable[[str, jax.Array], P | None] | None
 
 
-
 def _is_key(x) -> bool:
     return jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
 
