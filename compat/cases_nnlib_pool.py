@@ -153,7 +153,7 @@ POOL_NATURE = {  # (k, stride, pad) -> (x, dx_maxpool, dx_meanpool)
     end
     # "rank1" "k2s1p0": x = [0.0299635, 0.233456, 0.596161, 0.161514, 0.0094027]
     #   dx_maxpool = [0.0, 1.0, 2.0, 1.0, 0.0], dx_meanpool = [0.5, 1.0, 1.0, 1.0, 0.5]  (and k2s1p1, k3s1p1, k3s2p1,
-    #   and the same four settings in rank 2 on a 5×5 x; the values are in compat/cases_nnlib.py POOL_NATURE)
+    #   and the same four settings in rank 2 on a 5×5 x; the values are in compat/cases_nnlib_pool.py POOL_NATURE)
     """,
 )
 def case_pool_answer_nature():

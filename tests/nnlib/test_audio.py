@@ -1,4 +1,4 @@
-"""NNlib's audio functions against their formulas (NNlib's own cases are compat/cases_nnlib.py
+"""NNlib's audio functions against their formulas (NNlib's own cases are compat/cases_nnlib_audio.py
 `case_spectral`)."""
 
 import warnings

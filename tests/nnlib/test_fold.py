@@ -1,4 +1,4 @@
-"""`unfold` / `fold` (NNlib's own cases are compat/cases_nnlib.py `case_unfold_fold`)."""
+"""`unfold` / `fold` (NNlib's own cases are compat/cases_nnlib_conv.py `case_unfold_fold`)."""
 
 import jax
 import jax.numpy as jnp

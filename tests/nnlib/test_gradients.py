@@ -1,5 +1,5 @@
 """NNlib's ∇ functions for pooling, upsampling and depthwise conv (NNlib's own cases are
-compat/cases_nnlib.py `case_pool_gradients` and `case_upsample_gradients`)."""
+compat/cases_nnlib_pool.py `case_pool_gradients` and compat/cases_nnlib_sampling.py `case_upsample_gradients`)."""
 
 import jax
 import jax.numpy as jnp

@@ -1,4 +1,4 @@
-"""`grid_sample` and `imrotate` against NumPy references (NNlib's own cases are compat/cases_nnlib.py
+"""`grid_sample` and `imrotate` against NumPy references (NNlib's own cases are compat/cases_nnlib_sampling.py
 `case_grid_sample` and `case_imrotate`)."""
 
 import itertools
