@@ -12,4 +12,4 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 # Keep XLA's C++ logging quiet; errors still print.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
 # XLA's CPU backend already uses one intra-op thread per core. We deliberately do not force a host
-# device count: one device, as a user's training script would have (see harness.env_warnings()).
+# device count: one device, as a user's training script would have (see environment.env_warnings()).

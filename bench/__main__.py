@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench import harness
+from bench import environment, harness, report
 from bench.workloads import resolve
 
 HERE = Path(__file__).resolve().parent
@@ -67,9 +67,9 @@ def main(argv=None) -> int:
     t_start = time.perf_counter()
     workloads = resolve(a.workloads)
     only = [s.strip() for s in a.contenders.split(",")] if a.contenders else None
-    for w in harness.env_warnings():
+    for w in environment.env_warnings():
         print(f"warning: {w}", file=sys.stderr)
-    machine = harness.machine_info()  # records the load average before we add to it
+    machine = environment.machine_info()  # records the load average before we add to it
     harness.load_contenders()
     if a.check:
         return run_check(workloads, only)
@@ -106,16 +106,16 @@ def main(argv=None) -> int:
 
     elapsed = time.perf_counter() - t_start
     out: Path = a.out
-    meta = dict(argv=argv, settings=vars(s), machine=machine, versions=harness.versions(),
+    meta = dict(argv=argv, settings=vars(s), machine=machine, versions=environment.versions(),
                 notes=list(harness.LOAD_NOTES))
-    meta["machine"]["load_end"] = harness.load_average()
-    text = harness.render(results, settings=s, argv=argv, memory=a.memory, machine=meta["machine"],
-                          vers=meta["versions"], reading=harness.preserved_reading(out),
-                          notes=harness.LOAD_NOTES, elapsed_s=elapsed)
+    meta["machine"]["load_end"] = environment.load_average()
+    text = report.render(results, settings=s, argv=argv, memory=a.memory, machine=meta["machine"],
+                         vers=meta["versions"], reading=report.preserved_reading(out),
+                         notes=harness.LOAD_NOTES, elapsed_s=elapsed)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
     js = a.json or out.with_suffix(".json")
-    js.write_text(harness.results_json(results, **meta))
+    js.write_text(report.results_json(results, **meta))
     print(f"wrote {out} and {js} ({elapsed:.0f} s)")
     return 0
 
