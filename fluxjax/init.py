@@ -34,7 +34,7 @@ import numpy as np
 from jax.scipy.special import erfinv
 
 from .errors import DimensionMismatch
-from .random import resolve_key
+from .random import is_key, resolve_key
 
 __all__ = [
     "nfan",
@@ -64,15 +64,6 @@ _F32 = jnp.float32
 # helpers
 
 
-def _is_key(a: Any) -> bool:
-    """A PRNG key passed positionally: a typed key array or a raw `uint32[2]` key."""
-    if not isinstance(a, (jax.Array, np.ndarray)):
-        return False
-    if jnp.issubdtype(a.dtype, jax.dtypes.prng_key):
-        return True
-    return a.dtype == np.uint32 and a.shape == (2,)
-
-
 def _dims_of(args: tuple) -> tuple[int, ...]:
     if len(args) == 1 and isinstance(args[0], (tuple, list)):
         args = tuple(args[0])
@@ -87,7 +78,7 @@ def _dims_of(args: tuple) -> tuple[int, ...]:
 
 def _split_args(args: tuple, rng: RNG) -> tuple[tuple, RNG]:
     """Accept Flux's `init(rng, dims...)`: a key as the first positional argument."""
-    if args and _is_key(args[0]):
+    if args and is_key(args[0]):
         if rng is not None:
             raise TypeError("rng given both positionally and as rng=")
         return args[1:], args[0]

@@ -7,6 +7,8 @@ never differentiated, trivially saved and loaded.
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
+import numpy as np
 
 _key = None
 
@@ -37,3 +39,13 @@ def resolve_key(rng) -> jax.Array:
     if isinstance(rng, int):
         return jax.random.PRNGKey(rng)
     return rng
+
+
+def is_key(a) -> bool:
+    """A PRNG key: a typed key array (`jax.random.key`), or a raw `uint32[2]` key, the form this library
+    keeps its keys in (a genuine `uint32[2]` data array is taken for a key too)."""
+    if not isinstance(a, (jax.Array, np.ndarray)):
+        return False
+    if jnp.issubdtype(a.dtype, jax.dtypes.prng_key):
+        return True
+    return a.dtype == np.uint32 and a.shape == (2,)

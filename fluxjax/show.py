@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 
 from .functors import is_array, is_float_array, is_layer, trainable
+from .random import is_key
 
 _TOP_COL, _INNER_COL = 20, 39
 
@@ -44,7 +45,7 @@ def _dedup(xs):
 
 
 def counts(m: Any) -> tuple[list, list]:
-    """(trainable arrays, other arrays) of a layer tree, each array once."""
+    """(trainable arrays, other numeric arrays) of a layer tree, each array once."""
     train = []
 
     def go(v, seen):
@@ -67,8 +68,15 @@ def counts(m: Any) -> tuple[list, list]:
     go(m, set())
     train = _dedup(train)
     ids = {id(x) for x in train}
-    other = [x for x in _dedup(_arrays(m, [])) if id(x) not in ids and is_float_array(x)]
+    other = [x for x in _dedup(_arrays(m, [])) if id(x) not in ids and _is_numeric(x)]
     return train, other
+
+
+def _is_numeric(x) -> bool:
+    """Julia's `AbstractArray{<:Number}`, which Flux's `_childarray_sum` counts: float, integer and bool
+    arrays (integer ones are never trainable, so they count as non-trainable). Not PRNG keys: Flux's
+    random layers hold an `AbstractRNG`, not an array."""
+    return (jnp.issubdtype(x.dtype, jnp.number) or x.dtype == jnp.bool_) and not is_key(x)
 
 
 def _underscorise(n: int) -> str:

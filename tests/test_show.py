@@ -9,7 +9,7 @@ total of a container with more than two trainable arrays after its bracket at co
 import jax
 import jax.numpy as jnp
 
-from fluxjax import BatchNorm, Chain, Conv, Dense, MeanPool, SamePad, SkipConnection, flatten, layer, zeros32
+from fluxjax import BatchNorm, Chain, Conv, Dense, Dropout, MeanPool, SamePad, SkipConnection, flatten, layer, zeros32
 from fluxjax.nnlib import relu, softmax
 from fluxjax.show import _format_bytes, _underscorise
 
@@ -190,6 +190,30 @@ def test_function_in_chain_and_non_trainable():
         ")         # Total: 3 trainable arrays, 10 parameters,\n"
         "          # plus 1 non-trainable, 2 parameters, summarysize 48 bytes."
     )
+
+
+def test_integer_and_bool_arrays_count_as_non_trainable():
+    # Flux's _childarray_sum counts every AbstractArray{<:Number}, and trainables skips Integer (and Bool)
+    # arrays: an index array and a mask are "non-trainable" in the comment and in the total
+    @layer
+    class Lookup:
+        def __init__(self):
+            self.W = jnp.ones((2, 3))
+            self.idx = jnp.arange(4)
+            self.mask = jnp.ones(3, bool)
+
+        def __call__(self, x):
+            return self.W[:, self.idx]
+
+    assert repr(Lookup()) == "Lookup(W=float32[2, 3], idx=int32[4], mask=bool[3])  # 6 parameters, plus 7 non-trainable"
+    s = repr(Chain(Lookup(), Dense(2, 2)))
+    assert "  Lookup(W=float32[2, 3], idx=int32[4], mask=bool[3]),  # 6 parameters, plus 7\n" in s
+    assert s.endswith(
+        ")         # Total: 3 trainable arrays, 12 parameters,\n"
+        "          # plus 2 non-trainable, 7 parameters, summarysize 67 bytes."
+    )
+    # a random layer's key (raw uint32[2]) is its RNG, which Flux does not count as an array
+    assert repr(Chain(Dense(2, 2), Dropout(0.5), Dense(2, 2))).endswith("# Total: 4 arrays, 12 parameters, 48 bytes.")
 
 
 def test_user_layer_default_repr():
