@@ -80,6 +80,7 @@ def accuracy(m, x, y):
 t0 = time.time()
 for epoch in range(1, args.epochs + 1):
     Flux.train_(loss, model, loader, opt_state, mesh=mesh)
+    Flux.testmode_(model)  # train_ leaves BatchNorm and Dropout in train mode, as Flux's train!
     tr, te = accuracy(model, x_train, y_train), accuracy(model, x_test, y_test)
     print(f"epoch {epoch:2d}  loss {float(loss(model, x_train, y_train)):.4f}  "
           f"train acc {float(tr):.3f}  test acc {float(te):.3f}  ({time.time() - t0:.1f} s)")

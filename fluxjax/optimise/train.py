@@ -18,7 +18,7 @@ from jax.sharding import NamedSharding, PartitionSpec, SingleDeviceSharding
 from .._chain import Chain
 from ..data import DataLoader
 from ..parallel.batches import ShardedBatches, _place_for_training
-from ..state import Region, commit, guard_writes
+from ..state import Region, commit, guard_writes, trainmode_
 from ..state import jit as _jit
 from ..zygote import Params, _first, withgradient
 from .tree import _check_state, _implicit_holder, implicit_update_, setup, update_
@@ -140,8 +140,10 @@ def train_(loss: Callable, model: Any, data: Iterable, opt_state: Any, *, jit: b
 
     `train_(loss, model, data, opt_state)` calls `loss(model, *d)` for tuple batches `d` (else
     `loss(model, d)`), differentiates it with respect to `model` (the loss may return `(loss, aux...)`),
-    and applies `update_`. The implicit Flux 0.13 form `train_(loss, params(m), data, rule)` calls
-    `loss(*d)`. Steps are compiled with `fluxjax.jit` (`jit=False` runs them eagerly). A NaN or Inf loss
+    and applies `update_`. As Flux 0.16.11's `train!`, it first calls `trainmode_(model)`, so Dropout and
+    BatchNorm stay in train mode afterwards: call `testmode_(model)` before evaluating. The implicit Flux
+    0.13 form `train_(loss, params(m), data, rule)` calls `loss(*d)` and leaves the modes alone, as Flux
+    0.13's `train!`. Steps are compiled with `fluxjax.jit` (`jit=False` runs them eagerly). A NaN or Inf loss
     raises `NonFiniteLoss` naming the data index, with the model as it was before that step (compiled, the
     host reads the losses once every `CHECK_EVERY` steps, so up to that many more batches may have been
     drawn from `data`, and skipped, before it raises). A progress
@@ -157,13 +159,15 @@ def train_(loss: Callable, model: Any, data: Iterable, opt_state: Any, *, jit: b
         sources = model._sources
         if not sources:
             jit = False  # bare-array Params: nothing to pass into a compiled step
-    elif isinstance(opt_state, optax.GradientTransformation):
-        warnings.warn(
-            "train_ was given a rule, not a state: the optimiser state is discarded afterwards. "
-            "Use opt_state = setup(rule, model) and pass opt_state.",
-            stacklevel=2,
-        )
-        opt_state = setup(opt_state, model)
+    else:
+        if isinstance(opt_state, optax.GradientTransformation):
+            warnings.warn(
+                "train_ was given a rule, not a state: the optimiser state is discarded afterwards. "
+                "Use opt_state = setup(rule, model) and pass opt_state.",
+                stacklevel=2,
+            )
+            opt_state = setup(opt_state, model)
+        trainmode_(model)
     if mesh is not None:
         data = _place_for_training(mesh, model, sources, opt_state, data)
     if not jit:

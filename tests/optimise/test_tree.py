@@ -21,6 +21,7 @@ from fluxjax.optimise import (
     setup,
     thaw_,
     train_,
+    trainstep_,
     update,
     update_,
 )
@@ -238,3 +239,30 @@ def test_train_with_aux_output():
     st = setup(Descent(0.1), m)
     train_(lambda m, x, y: (mse(m, x, y), m(x)), m, [(X, Y)] * 3, st)
     assert np.isfinite(float(mse(m, X, Y)))
+
+
+@pytest.mark.parametrize("jit", [True, False])
+def test_train_puts_the_model_in_train_mode_and_leaves_it_there(jit):
+    # Flux.jl/src/train.jl (0.16.11, PR #2697): `train!` calls `Flux.trainmode!(model)` first, so after it
+    # BatchNorm normalises with batch statistics and Dropout drops until `testmode!`
+    bn, drop = Flux.BatchNorm(3), Flux.Dropout(0.5)
+    m = Flux.Chain(Flux.Dense(2, 3), bn, drop, Flux.Dense(3, 1))
+    train_(mse, m, [(X, Y)], setup(Descent(0.01), m), jit=jit)
+    assert bn.active is True and drop.active is True
+    h = m[0](X)
+    mu, var = np.mean(np.asarray(h), axis=1, keepdims=True), np.var(np.asarray(h), axis=1, keepdims=True)
+    want = bn.gamma[:, None] * (h - mu) / np.sqrt(var + bn.eps) + bn.beta[:, None]
+    np.testing.assert_allclose(bn(h), want, rtol=1e-4, atol=1e-5)  # batch statistics, outside any gradient
+    Flux.testmode_(m)
+    np.testing.assert_array_equal(drop(h), h)
+
+
+@pytest.mark.parametrize("jit", [True, False])
+def test_implicit_train_and_trainstep_leave_the_modes_alone(jit):
+    # Flux 0.13's implicit `train!` and Flux's `trainstep!` do not call `trainmode!`
+    bn = Flux.BatchNorm(3)
+    m = Flux.Chain(Flux.Dense(2, 3), bn, Flux.Dense(3, 1))
+    train_(lambda x, y: mse(m, x, y), Flux.params(m), [(X, Y)], Descent(0.01), jit=jit)
+    assert bn.active is None
+    trainstep_(mse, m, (X, Y), setup(Descent(0.01), m))
+    assert bn.active is None
