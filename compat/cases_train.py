@@ -194,3 +194,24 @@ def case_train_module():
     T.train_(lambda m, x, y: fluxjax.losses.mse(m(x), y), model, [(x, 2 * x)] * 200, opt)
     close(model.weight, [[2.0]], atol=1e-3)
     close(model.bias, [0.0], atol=3e-3)
+
+
+@case(
+    names=("train!", "trainmode!", "testmode!", "BatchNorm", "Dropout"),
+    source="Flux.jl src/train.jl (train!, PR #2697)",
+    julia="""
+    function train!(loss, adtype::Union{Nothing, AbstractADType}, model, data, opt_state; cb = nothing,
+                    caching_allocator::Bool = false, gc_interval::Union{Integer, Symbol} = :auto)
+        ...
+        Flux.trainmode!(model)
+    # (no test in Flux asserts it; the case checks the consequence: after train!, the layers' `active`
+    #  is true until testmode!)
+    """,
+)
+def case_train_sets_trainmode():
+    m = Chain(Dense(2, 3), fluxjax.BatchNorm(3), fluxjax.Dropout(0.5), Dense(3, 1))
+    x, y = jnp.ones((2, 4)), jnp.zeros((1, 4))
+    fluxjax.train_(lambda m, x, y: fluxjax.losses.mse(m(x), y), m, [(x, y)], fluxjax.setup(Descent(0.01), m))
+    assert m[1].active is True and m[2].active is True
+    fluxjax.testmode_(m)
+    assert m[1].active is False and m[2].active is False
