@@ -215,3 +215,58 @@ def case_train_sets_trainmode():
     assert m[1].active is True and m[2].active is True
     fluxjax.testmode_(m)
     assert m[1].active is False and m[2].active is False
+
+
+@case(
+    names=("train!", "Dense", "Descent"),
+    source=TRAIN,
+    julia="""
+    @testset "callbacks give helpful error" begin
+      m1 = Dense(1 => 1)
+      cb = () -> println("this should not be printed")
+      @test_throws ErrorException trainfn!((args...,) -> 1, m1, [(1,2)], Descent(0.1); cb)
+    end
+    """,
+)
+def case_train_callback_error():
+    m1 = Dense(1, 1)
+    cb = lambda: print("this should not be printed")  # noqa: E731
+    raises(TypeError, fluxjax.train_, lambda *args: 1.0, m1, [(1, 2)], fluxjax.setup(Descent(0.1), m1), cb=cb)
+
+
+@case(
+    names=("trainstep!", "AutoEnzyme", "Adam", "Chain", "Dense"),
+    source="Flux.jl test/ext_reactant/train_reactant.jl",
+    julia="""
+    @testset "AD backend resolution on Reactant" begin
+        loss(m, a, b) = Flux.mse(m(a), b)
+        model = Chain(Dense(4 => 8, tanh), Dense(8 => 2)) |> dev
+        x, y = randn(Float32, 4, 16) |> dev, randn(Float32, 2, 16) |> dev
+        opt = Flux.setup(Adam(1f-2), model)
+        l0 = Reactant.to_number(Reactant.@jit loss(model, x, y))
+        Flux.trainstep!(loss, model, (x, y), opt)
+        @test length(ext.COMPILE_CACHE) == 1
+        Flux.trainstep!(loss, AutoEnzyme(), model, (x, y), opt)
+        @test length(ext.COMPILE_CACHE) == 1
+        for _ in 1:20
+            Flux.trainstep!(loss, AutoEnzyme(), model, (x, y), opt)
+        end
+        @test Reactant.to_number(Reactant.@jit loss(model, x, y)) < l0
+    end
+    """,
+)
+def case_trainstep_adtype():
+    from fluxjax.optimise.train import _compiled_step
+
+    loss = lambda m, a, b: fluxjax.losses.mse(m(a), b)  # noqa: E731
+    model = Chain(Dense(4, 8, jnp.tanh), Dense(8, 2))
+    x, y = fluxjax.randn32(4, 16), fluxjax.randn32(2, 16)
+    opt = fluxjax.setup(fluxjax.Adam(1e-2), model)
+    l0 = float(loss(model, x, y))
+    fluxjax.trainstep_(loss, model, (x, y), opt)
+    n = _compiled_step.cache_size()
+    fluxjax.trainstep_(loss, fluxjax.AutoEnzyme(), model, (x, y), opt)
+    assert _compiled_step.cache_size() == n  # the same program: every reverse-mode adtype is JAX's
+    for _ in range(20):
+        fluxjax.trainstep_(loss, fluxjax.AutoEnzyme(), model, (x, y), opt)
+    assert float(loss(model, x, y)) < l0

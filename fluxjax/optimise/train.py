@@ -21,6 +21,7 @@ from ..parallel.batches import ShardedBatches, _place_for_training
 from ..state import Region, commit, guard_writes, trainmode_
 from ..state import jit as _jit
 from ..zygote import Params, _first, withgradient
+from ..zygote.adtypes import ADType, AutoFiniteDifferences
 from .tree import _check_state, _implicit_holder, implicit_update_, setup, update_
 
 
@@ -28,14 +29,32 @@ class NonFiniteLoss(FloatingPointError):
     """The loss was NaN or Inf (Flux's `DomainError`); the step was not applied."""
 
 
-def _differentiate(loss, model, d):
+def _split_adtype(fn: str, model: Any, data: Any, opt_state: Any, rest: tuple, data_name: str) -> tuple:
+    """Flux's `fn(loss, [adtype,] model, data, opt_state)`: `(adtype or None, model, data, opt_state)`."""
+    if isinstance(model, ADType):
+        if len(rest) != 1:
+            raise TypeError(f"{fn}(loss, adtype, model, {data_name}, opt_state) takes 5 positional arguments, "
+                            f"got {4 + len(rest)}")
+        if isinstance(data, Params):
+            raise TypeError(f"{fn}: an adtype goes with a model and its opt_state, not with implicit Params")
+        return model, data, opt_state, rest[0]
+    if rest:
+        raise TypeError(f"{fn}(loss, [adtype,] model, {data_name}, opt_state) takes 4 or 5 positional "
+                        f"arguments, got {4 + len(rest)}; the second of 5 must be an adtype such as AutoZygote()")
+    return None, model, data, opt_state
+
+
+def _differentiate(loss, model, d, fd: bool = False):
     """`(val, grad, writes)`: the loss on batch `d` (a tuple is spliced into `loss`) and its gradient,
     with the loss's state writes (BatchNorm statistics, Dropout keys) held back as `[(slot, value)]`,
-    so that a rejected step can leave the model exactly as it was."""
+    so that a rejected step can leave the model exactly as it was. `fd`: finite differences
+    (`AutoFiniteDifferences`, which runs the loss with its writes undone) instead of reverse mode."""
     args = d if isinstance(d, tuple) else (d,)
     with Region() as region:
         if isinstance(model, Params):
             val, g = withgradient(lambda: loss(*args), model)
+        elif fd:
+            val, (g,) = AutoFiniteDifferences().withgradient(lambda m: loss(m, *args), (model,))
         else:
             val, (g,) = withgradient(lambda m: loss(m, *args), model)
         writes = [(slot, slot.get()) for slot in region.written.values()]
@@ -48,10 +67,10 @@ def _apply(model, opt, g, writes) -> None:
     (implicit_update_ if isinstance(model, Params) else update_)(opt, model, g)
 
 
-def _step(loss, model, opt, d, check) -> None:
+def _step(loss, model, opt, d, check, fd: bool = False) -> None:
     """One eager step: differentiate, `check` the loss (it raises to reject the step), update.
     `model` is a model (with its state tree `opt`) or a `Params` (with its `ImplicitState`)."""
-    val, g, writes = _differentiate(loss, model, d)
+    val, g, writes = _differentiate(loss, model, d, fd)
     check(_first(val))
     _apply(model, opt, g, writes)
 
@@ -75,8 +94,9 @@ def _compiled(loss, model, sources, opt, d, ok):
     return _first(val), ok
 
 
-def trainstep_(loss: Callable, model: Any, batch: Any, opt_state: Any, *, jit: bool = True) -> Any:
+def trainstep_(loss: Callable, model: Any, batch: Any, opt_state: Any, *rest: Any, jit: bool = True) -> Any:
     """Flux's `trainstep!`: one optimiser step on one `batch`, in place; returns what `loss` returned.
+    `trainstep_(loss, adtype, model, batch, opt_state)` takes Flux's backend choice (see `train_`).
 
     Differentiates `loss(model, *batch)` for a tuple `batch` (else `loss(model, batch)`) with respect
     to `model` and applies `update_` with `opt_state` from `setup`. A loss may return `(loss, aux...)`:
@@ -92,23 +112,26 @@ def trainstep_(loss: Callable, model: Any, batch: Any, opt_state: Any, *, jit: b
     ...     l = trainstep_(loss, model, (x, y), opt_state)
     ```
     """
-    return _one_step(loss, model, batch, opt_state, jit, False)[0]
+    return _one_step(loss, (model, batch, opt_state, rest), jit, False)[0]
 
 
-def trainstep_withgradient_(loss: Callable, model: Any, batch: Any, opt_state: Any, *, jit: bool = True) -> tuple[Any, Any]:
+def trainstep_withgradient_(loss: Callable, model: Any, batch: Any, opt_state: Any, *rest: Any,
+                            jit: bool = True) -> tuple[Any, Any]:
     """Flux's `trainstep_withgradient!`: `trainstep_` that also returns the gradient, `(val, grad)`,
     with `grad` shaped like the model (`None` where nothing is differentiable)."""
-    return _one_step(loss, model, batch, opt_state, jit, True)
+    return _one_step(loss, (model, batch, opt_state, rest), jit, True)
 
 
-def _one_step(loss, model, batch, opt_state, jit: bool, with_grad: bool) -> tuple[Any, Any]:
+def _one_step(loss, args: tuple, jit: bool, with_grad: bool) -> tuple[Any, Any]:
     fn = "trainstep_withgradient_" if with_grad else "trainstep_"
+    adtype, model, batch, opt_state = _split_adtype(fn, *args, "batch")
     if isinstance(model, Params):
         raise TypeError(f"{fn} takes a model and opt_state = setup(rule, model); for implicit Params use train_")
     _check_state(opt_state, f"{fn}(loss, model, batch, opt_state)")
-    if jit:
+    fd = isinstance(adtype, AutoFiniteDifferences)
+    if jit and not fd:
         return (_compiled_step_grad if with_grad else _compiled_step)(loss, model, opt_state, batch)
-    val, g, writes = _differentiate(loss, model, batch)
+    val, g, writes = _differentiate(loss, model, batch, fd)
     if bool(jnp.isfinite(_first(val))):
         _apply(model, opt_state, g, writes)
     return val, (g if with_grad else None)
@@ -134,8 +157,8 @@ def _progress(data, enabled):
     return tqdm(data, total=n, desc="train_")
 
 
-def train_(loss: Callable, model: Any, data: Iterable, opt_state: Any, *, jit: bool = True,
-           progress: bool | None = None, mesh: Any = None) -> None:
+def train_(loss: Callable, model: Any, data: Iterable, opt_state: Any, *rest: Any, jit: bool = True,
+           progress: bool | None = None, mesh: Any = None, cb: Any = None) -> None:
     """Flux's `train!`: one optimiser step per element of `data`.
 
     `train_(loss, model, data, opt_state)` calls `loss(model, *d)` for tuple batches `d` (else
@@ -149,8 +172,19 @@ def train_(loss: Callable, model: Any, data: Iterable, opt_state: Any, *, jit: b
     drawn from `data`, and skipped, before it raises). A progress
     bar (tqdm, if installed) shows on long loops at a terminal. `mesh=` (a `jax.sharding.Mesh`) runs every
     step on all its devices: see `fluxjax.parallel` (model and state replicated unless `shard_` placed
-    them, each batch split along its last axis over the mesh's "data" axis).
+    them, each batch split along its last axis over the mesh's "data" axis). `cb=` is an error, as in
+    Flux: write the loop with `trainstep_` (or `withgradient` and `update_`) to run code between steps.
+
+    `train_(loss, adtype, model, data, opt_state)` is Flux 0.16's form with a backend choice:
+    `AutoZygote()`, `AutoEnzyme()` and `AutoMooncake()` all mean JAX's reverse mode, and
+    `AutoFiniteDifferences()` takes central finite differences of the loss (the steps then run eagerly).
     """
+    if cb is not None:
+        raise TypeError("train_ does not support callback functions (cb=), as Flux's train!. For more control "
+                        "write the loop: `for d in data: trainstep_(loss, model, d, opt_state)`, then your code.")
+    adtype, model, data, opt_state = _split_adtype("train_", model, data, opt_state, rest, "data")
+    fd = isinstance(adtype, AutoFiniteDifferences)
+    jit = jit and not fd  # finite differences call the loss with concrete numbers
     sources = None
     if isinstance(model, Params):
         if not isinstance(opt_state, optax.GradientTransformation):
@@ -172,7 +206,7 @@ def train_(loss: Callable, model: Any, data: Iterable, opt_state: Any, *, jit: b
         data = _place_for_training(mesh, model, sources, opt_state, data)
     if not jit:
         for i, d in enumerate(_progress(data, progress)):
-            _step(loss, model, opt_state, d, lambda lval, i=i: _check(lval, i))
+            _step(loss, model, opt_state, d, lambda lval, i=i: _check(lval, i), fd)
         return
     # The host does not wait for the device between steps: a non-finite loss turns `ok` off, and every
     # later step then leaves the model alone, so `ok` is read once per window of steps, and only when

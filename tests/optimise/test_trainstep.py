@@ -1,12 +1,13 @@
 """`trainstep_` and `trainstep_withgradient_`: Flux's `trainstep!`/`trainstep_withgradient!`
 (Flux.jl src/train.jl, test/train.jl), compiled by default and eagerly with `jit=False`."""
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import fluxjax as Flux
-from fluxjax.optimise import Adam, Momentum, setup, trainstep_, trainstep_withgradient_, update_
+from fluxjax.optimise import Adam, Descent, Momentum, setup, trainstep_, trainstep_withgradient_, update_
 from fluxjax.optimise.train import _compiled_step
 from tests.optimise.regression import X, Y, mse
 from tests.optimise.regression import mlp as _mlp
@@ -82,3 +83,42 @@ def test_errors_name_what_to_pass():
         trainstep_(mse, m, (X, Y), Adam())
     with pytest.raises(TypeError, match=r"trainstep_withgradient_ takes a model.*train_"):
         trainstep_withgradient_(lambda x, y: mse(m, x, y), Flux.params(m), (X, Y), setup(Adam(), m))
+
+
+@pytest.mark.parametrize("adtype", [Flux.AutoZygote(), Flux.AutoEnzyme(), Flux.AutoMooncake()], ids=repr)
+def test_a_reverse_mode_adtype_is_the_same_step_and_the_same_program(adtype):
+    # Flux.jl test/ext_reactant/train_reactant.jl "AD backend resolution": an explicit backend that is the
+    # default one reuses the compiled step instead of compiling a second one, and it trains
+    m1, m2 = _mlp(), _mlp()
+    s1, s2 = setup(Adam(0.01), m1), setup(Adam(0.01), m2)
+    trainstep_(mse, m1, (X, Y), s1)
+    n0 = _compiled_step.cache_size()
+    l1 = trainstep_(mse, m1, (X, Y), s1)
+    trainstep_(mse, m2, (X, Y), s2)
+    l2 = trainstep_(mse, adtype, m2, (X, Y), s2)
+    assert _compiled_step.cache_size() == n0
+    np.testing.assert_array_equal(l1, l2)
+    for a, b in zip(jax.tree_util.tree_leaves((m1, s1)), jax.tree_util.tree_leaves((m2, s2))):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("jit", [True, False])
+def test_finite_differences_adtype_steps_like_reverse_mode(jit):
+    m1, m2 = _mlp(), _mlp()
+    s1, s2 = setup(Descent(0.1), m1), setup(Descent(0.1), m2)
+    l1, g1 = trainstep_withgradient_(mse, m1, (X, Y), s1)
+    l2, g2 = trainstep_withgradient_(mse, Flux.AutoFiniteDifferences(), m2, (X, Y), s2, jit=jit)
+    np.testing.assert_allclose(l1, l2, rtol=1e-6)
+    for a, b in zip(jax.tree_util.tree_leaves(g1), jax.tree_util.tree_leaves(g2)):
+        np.testing.assert_allclose(a, b, rtol=1e-3, atol=2e-5)
+    for a, b in zip(jax.tree_util.tree_leaves(m1), jax.tree_util.tree_leaves(m2)):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_adtype_errors_name_the_form():
+    m = _mlp()
+    st = setup(Adam(), m)
+    with pytest.raises(TypeError, match=r"trainstep_\(loss, adtype, model, batch, opt_state\) takes 5 .* got 4"):
+        trainstep_(mse, Flux.AutoZygote(), m, (X, Y))
+    with pytest.raises(TypeError, match=r"takes 4 or 5 positional arguments, got 5; the second of 5 must be an adtype"):
+        trainstep_(mse, m, (X, Y), st, st)

@@ -266,3 +266,28 @@ def test_implicit_train_and_trainstep_leave_the_modes_alone(jit):
     assert bn.active is None
     trainstep_(mse, m, (X, Y), setup(Descent(0.01), m))
     assert bn.active is None
+
+
+def test_train_with_an_adtype():
+    # Flux 0.16's train!(loss, adtype, model, data, opt_state): reverse-mode backends are the plain step,
+    # AutoFiniteDifferences steps eagerly with finite-difference gradients
+    runs = {}
+    for name, ad in (("plain", None), ("zygote", Flux.AutoZygote()), ("fd", Flux.AutoFiniteDifferences())):
+        m = _mlp()
+        st = setup(Descent(0.1), m)
+        train_(*((mse,) if ad is None else (mse, ad)), m, [(X, Y)] * 3, st)
+        runs[name] = jax.tree_util.tree_leaves(m)
+    for a, b, c in zip(runs["plain"], runs["zygote"], runs["fd"]):
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_allclose(a, c, rtol=1e-4, atol=1e-5)
+    with pytest.raises(TypeError, match="not with implicit Params"):
+        train_(mse, Flux.AutoZygote(), Flux.params(m), [(X, Y)], Adam())
+
+
+def test_train_callback_is_an_error():
+    # Flux.jl/test/train.jl "callbacks give helpful error": @test_throws ErrorException train!(...; cb)
+    m = Flux.Dense(1, 1)
+    w = m.weight
+    with pytest.raises(TypeError, match=r"does not support callback functions .*trainstep_"):
+        train_(lambda *a: 1.0, m, [(1, 2)], setup(Descent(0.1), m), cb=lambda: print("not printed"))
+    assert m.weight is w
