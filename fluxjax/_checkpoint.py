@@ -31,8 +31,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._loading import CheckpointError, StructureMismatch, _is_key, plan_load, state
+from ._loading import CheckpointError, StructureMismatch, plan_load, state
 from .functors import is_array
+from .random import is_typed_key
 
 FORMAT = "fluxjax-checkpoint"
 VERSION = 1
@@ -53,7 +54,7 @@ def _digest(a: np.ndarray) -> str:
 
 
 def _host(a: Any) -> np.ndarray:
-    if _is_key(a):
+    if is_typed_key(a):
         a = jax.random.key_data(a)
     return np.asarray(jax.device_get(a))
 
@@ -75,7 +76,7 @@ class _Encoder:
                 self.arrays[name] = host
                 self.info[name] = {"dtype": host.dtype.name, "shape": list(host.shape), "sha256": _digest(host)}
             out = {"array": name}
-            if _is_key(v):
+            if is_typed_key(v):
                 out["key_impl"] = str(jax.random.key_impl(v))
             return out
         if isinstance(v, dict):

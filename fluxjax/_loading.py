@@ -18,6 +18,7 @@ import optax
 from ._slots import Slot
 from .errors import DimensionMismatch
 from .functors import is_array, is_layer
+from .random import is_typed_key
 from .state import _stack, commit
 from .zygote import Tangent
 
@@ -43,11 +44,6 @@ def _is_namedtuple(x: Any) -> bool:
     """A namedtuple holding data; optimisation rules (optax transformations are namedtuples of functions)
     are not, they are leaves like functions."""
     return isinstance(x, tuple) and hasattr(x, "_fields") and not isinstance(x, optax.GradientTransformation)
-
-
-def _is_key(x: Any) -> bool:
-    """A typed PRNG key array (`jax.random.key`); raw `uint32[2]` keys are ordinary arrays."""
-    return isinstance(x, jax.Array) and jnp.issubdtype(x.dtype, jax.dtypes.prng_key)
 
 
 def _is_opaque_node(x: Any) -> bool:
@@ -193,8 +189,8 @@ def _child_slot(slot: Slot | None, container: Any, key: Any, kind: str) -> Slot 
 
 def _convert(dst: Any, src: Any, path: tuple) -> Any:
     """The value that replaces array `dst`, from array `src`; raises DimensionMismatch on a size mismatch."""
-    if _is_key(dst):
-        if _is_key(src):
+    if is_typed_key(dst):
+        if is_typed_key(src):
             data = jax.random.key_data(src)
         else:
             data = src
@@ -204,7 +200,7 @@ def _convert(dst: Any, src: Any, path: tuple) -> Any:
                                     f"into a key array whose data has size {tuple(want.shape)}")
         new = jax.random.wrap_key_data(jnp.asarray(data, want.dtype), impl=jax.random.key_impl(dst))
         return _place(new, dst)
-    if _is_key(src):
+    if is_typed_key(src):
         src = jax.random.key_data(src)
     if tuple(np.shape(src)) != tuple(dst.shape):
         raise DimensionMismatch(f"loadmodel_: {show_path(path)}: tried to load size {tuple(np.shape(src))} array "
@@ -227,7 +223,7 @@ def _place(new: Any, dst: Any) -> Any:
 def _same(a: Any, b: Any) -> bool:
     if isinstance(a, jax.core.Tracer) or isinstance(b, jax.core.Tracer):
         return True  # values unknown while tracing; the first source wins
-    if _is_key(a):
+    if is_typed_key(a):
         a, b = jax.random.key_data(a), jax.random.key_data(b)
     return bool(np.array_equal(np.asarray(a), np.asarray(b)))
 
@@ -235,7 +231,7 @@ def _same(a: Any, b: Any) -> bool:
 def _all_zero(a: Any) -> bool:
     if isinstance(a, jax.core.Tracer):
         return True
-    if _is_key(a):
+    if is_typed_key(a):
         a = jax.random.key_data(a)
     return not np.any(np.asarray(a))
 
@@ -247,7 +243,7 @@ def _leaf(plan: _Plan, dst: Any, src: Any, path: tuple, slot: Slot | None) -> No
         if src:
             raise StructureMismatch(f"loadmodel_: {here}: cannot copy boolean parameter == true to non-zero parameter")
         new = jnp.zeros_like(dst) if not isinstance(dst, np.ndarray) else np.zeros_like(dst)
-        if _is_key(dst):
+        if is_typed_key(dst):
             raise StructureMismatch(f"loadmodel_: {here}: cannot load `false` into an RNG key")
         is_bool = True
     elif is_array(src) or isinstance(src, np.generic):
@@ -358,7 +354,7 @@ def _plan(plan: _Plan, dst: Any, src: Any, path: tuple, slot: Slot | None) -> No
 
 def _scalar_array(x: Any) -> bool:
     """A 0-d or 1-element array holding a number, bool or string (not an RNG key)."""
-    if not is_array(x) or _is_key(x) or int(np.size(x)) != 1:
+    if not is_array(x) or is_typed_key(x) or int(np.size(x)) != 1:
         return False
     return x.dtype.kind in "biufcUS" or jnp.issubdtype(x.dtype, jnp.floating)
 

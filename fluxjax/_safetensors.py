@@ -35,8 +35,9 @@ import jax
 import ml_dtypes
 import numpy as np
 
-from ._loading import CheckpointError, StructureMismatch, _is_key, array_paths, plan_load, state
+from ._loading import CheckpointError, StructureMismatch, array_paths, plan_load, state
 from .functors import is_array
+from .random import is_typed_key
 
 _ST_DTYPES: dict[str, np.dtype] = {
     "F64": np.dtype(np.float64), "F32": np.dtype(np.float32), "F16": np.dtype(np.float16),
@@ -55,7 +56,7 @@ def _key_name(path: tuple) -> str:
 
 
 def _host(a: Any) -> np.ndarray:
-    if _is_key(a):
+    if is_typed_key(a):
         a = jax.random.key_data(a)
     if isinstance(a, jax.core.Tracer):
         raise TypeError("export: the model holds traced values; export outside jax transformations")

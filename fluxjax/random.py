@@ -41,11 +41,14 @@ def resolve_key(rng) -> jax.Array:
     return rng
 
 
+def is_typed_key(a) -> bool:
+    """A typed PRNG key array (`jax.random.key`, dtype `key<impl>`)."""
+    return isinstance(a, jax.Array) and jnp.issubdtype(a.dtype, jax.dtypes.prng_key)
+
+
 def is_key(a) -> bool:
-    """A PRNG key: a typed key array (`jax.random.key`), or a raw `uint32[2]` key, the form this library
-    keeps its keys in (a genuine `uint32[2]` data array is taken for a key too)."""
-    if not isinstance(a, (jax.Array, np.ndarray)):
-        return False
-    if jnp.issubdtype(a.dtype, jax.dtypes.prng_key):
+    """A PRNG key: a typed key array, or a raw `uint32[2]` key, the form this library keeps its keys in
+    (a genuine `uint32[2]` data array is taken for a key too)."""
+    if is_typed_key(a):
         return True
-    return a.dtype == np.uint32 and a.shape == (2,)
+    return isinstance(a, (jax.Array, np.ndarray)) and a.dtype == np.uint32 and a.shape == (2,)

@@ -12,14 +12,11 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from .._slots import walk
+from ..random import is_typed_key
 from ..state import commit
 from .mesh import _auto, _axes_size
 
 Rules = Mapping[str, P] | Callable[[str, jax.Array], P | None] | None
-
-
-def _is_key(x) -> bool:
-    return jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
 
 
 def _place(x, sharding: NamedSharding):
@@ -28,7 +25,7 @@ def _place(x, sharding: NamedSharding):
         return x
     if jax.process_count() == 1 or (isinstance(x, jax.Array) and not x.is_fully_addressable):
         return jax.device_put(x, sharding)  # one process, or a global array: reshard on the devices
-    if _is_key(x):  # host copies of typed keys go through their raw data
+    if is_typed_key(x):  # host copies of typed keys go through their raw data
         data = _place(np.asarray(jax.random.key_data(x)), NamedSharding(sharding.mesh, P(*sharding.spec, None)))
         return jax.random.wrap_key_data(data, impl=jax.random.key_impl(x))
     return jax.device_put(np.asarray(x), sharding)
