@@ -21,7 +21,7 @@ from ..parallel.batches import ShardedBatches, _place_for_training
 from ..state import Region, commit, guard_writes, trainmode_
 from ..state import jit as _jit
 from ..zygote import Params, _first, withgradient
-from ..zygote.adtypes import ADType, AutoFiniteDifferences
+from ..zygote.adtypes import ADType
 from .tree import _check_state, _implicit_holder, implicit_update_, setup, update_
 
 
@@ -44,17 +44,17 @@ def _split_adtype(fn: str, model: Any, data: Any, opt_state: Any, rest: tuple, d
     return None, model, data, opt_state
 
 
-def _differentiate(loss, model, d, fd: bool = False):
-    """`(val, grad, writes)`: the loss on batch `d` (a tuple is spliced into `loss`) and its gradient,
-    with the loss's state writes (BatchNorm statistics, Dropout keys) held back as `[(slot, value)]`,
-    so that a rejected step can leave the model exactly as it was. `fd`: finite differences
-    (`AutoFiniteDifferences`, which runs the loss with its writes undone) instead of reverse mode."""
+def _differentiate(loss, model, d, adtype: ADType | None = None):
+    """`(val, grad, writes)`: the loss on batch `d` (a tuple is spliced into `loss`) and its gradient
+    (by `adtype`'s `withgradient` when one is given), with the loss's state writes (BatchNorm
+    statistics, Dropout keys) held back as `[(slot, value)]`, so that a rejected step can leave the
+    model exactly as it was."""
     args = d if isinstance(d, tuple) else (d,)
     with Region() as region:
         if isinstance(model, Params):
             val, g = withgradient(lambda: loss(*args), model)
-        elif fd:
-            val, (g,) = AutoFiniteDifferences().withgradient(lambda m: loss(m, *args), (model,))
+        elif adtype is not None:
+            val, (g,) = adtype.withgradient(lambda m: loss(m, *args), (model,))
         else:
             val, (g,) = withgradient(lambda m: loss(m, *args), model)
         writes = [(slot, slot.get()) for slot in region.written.values()]
@@ -67,10 +67,10 @@ def _apply(model, opt, g, writes) -> None:
     (implicit_update_ if isinstance(model, Params) else update_)(opt, model, g)
 
 
-def _step(loss, model, opt, d, check, fd: bool = False) -> None:
+def _step(loss, model, opt, d, check, adtype: ADType | None = None) -> None:
     """One eager step: differentiate, `check` the loss (it raises to reject the step), update.
     `model` is a model (with its state tree `opt`) or a `Params` (with its `ImplicitState`)."""
-    val, g, writes = _differentiate(loss, model, d, fd)
+    val, g, writes = _differentiate(loss, model, d, adtype)
     check(_first(val))
     _apply(model, opt, g, writes)
 
@@ -128,10 +128,9 @@ def _one_step(loss, args: tuple, jit: bool, with_grad: bool) -> tuple[Any, Any]:
     if isinstance(model, Params):
         raise TypeError(f"{fn} takes a model and opt_state = setup(rule, model); for implicit Params use train_")
     _check_state(opt_state, f"{fn}(loss, model, batch, opt_state)")
-    fd = isinstance(adtype, AutoFiniteDifferences)
-    if jit and not fd:
+    if jit and (adtype is None or adtype.traceable):  # every traceable adtype is JAX's reverse mode: one program
         return (_compiled_step_grad if with_grad else _compiled_step)(loss, model, opt_state, batch)
-    val, g, writes = _differentiate(loss, model, batch, fd)
+    val, g, writes = _differentiate(loss, model, batch, adtype)
     if bool(jnp.isfinite(_first(val))):
         _apply(model, opt_state, g, writes)
     return val, (g if with_grad else None)
@@ -183,8 +182,7 @@ def train_(loss: Callable, model: Any, data: Iterable, opt_state: Any, *rest: An
         raise TypeError("train_ does not support callback functions (cb=), as Flux's train!. For more control "
                         "write the loop: `for d in data: trainstep_(loss, model, d, opt_state)`, then your code.")
     adtype, model, data, opt_state = _split_adtype("train_", model, data, opt_state, rest, "data")
-    fd = isinstance(adtype, AutoFiniteDifferences)
-    jit = jit and not fd  # finite differences call the loss with concrete numbers
+    jit = jit and (adtype is None or adtype.traceable)  # every traceable adtype is JAX's reverse mode
     sources = None
     if isinstance(model, Params):
         if not isinstance(opt_state, optax.GradientTransformation):
@@ -206,7 +204,7 @@ def train_(loss: Callable, model: Any, data: Iterable, opt_state: Any, *rest: An
         data = _place_for_training(mesh, model, sources, opt_state, data)
     if not jit:
         for i, d in enumerate(_progress(data, progress)):
-            _step(loss, model, opt_state, d, lambda lval, i=i: _check(lval, i), fd)
+            _step(loss, model, opt_state, d, lambda lval, i=i: _check(lval, i), adtype)
         return
     # The host does not wait for the device between steps: a non-finite loss turns `ok` off, and every
     # later step then leaves the model alone, so `ok` is read once per window of steps, and only when

@@ -21,7 +21,10 @@ from .tangent import _rebuild
 
 
 class ADType:
-    """A choice of AD backend for `gradient(f, adtype, args...)` and `withgradient(f, adtype, args...)`."""
+    """A choice of AD backend for `gradient(f, adtype, args...)` and `withgradient(f, adtype, args...)`.
+    `traceable`: whether its gradient can run inside a compiled (traced) step."""
+
+    traceable = True
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
@@ -61,6 +64,8 @@ class AutoFiniteDifferences(ADType):
     `gradient` (BatchNorm and Dropout in test mode), as with Flux's `AutoFiniteDifferences`, and what it
     writes is undone. Every float array and number gets a gradient (zeros where `f` does not depend on it).
     """
+
+    traceable = False  # it reads the loss as Python floats
 
     def gradient(self, f: Callable, args: tuple) -> Any:
         return _finite_differences(f, args, "gradient")[1]
