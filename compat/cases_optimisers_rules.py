@@ -13,10 +13,6 @@ from fluxjax import optimise as O
 RULES_JL = "Optimisers.jl test/rules.jl"
 
 
-def a(*v):
-    return jnp.asarray(v, jnp.float32)
-
-
 @case(
     names=("AccumGrad", "OptimiserChain", "Descent", "setup", "update"),
     source=RULES_JL,
