@@ -11,6 +11,7 @@ from . import optimise as optimise
 from . import parallel as parallel
 from . import zygote as zygote
 from .autosize import autosize as autosize
+from .compiled.call import jit as jit
 from .data import DataLoader as DataLoader
 from .data import flatten as flatten
 from .data import onecold as onecold
@@ -213,7 +214,6 @@ from .serialize import load as load
 from .serialize import loadmodel_ as loadmodel_
 from .serialize import save as save
 from .state import functional as functional
-from .state import jit as jit
 from .state import testmode_ as testmode_
 from .state import trainmode_ as trainmode_
 from .state import within_gradient as within_gradient

@@ -11,6 +11,7 @@ static, which is what `fluxjax.jit` caches on.
 from __future__ import annotations
 
 import functools
+import sys
 import types
 from typing import Any
 
@@ -18,6 +19,7 @@ import jax
 import numpy as np
 
 from .functors import _LAYER_TYPES, _version
+from .random import DefaultRNG
 
 _NUMBER = (int, float, complex, np.number, np.bool_)
 _OPAQUE = (types.FunctionType, types.BuiltinFunctionType, str, type, functools.partial)
@@ -26,6 +28,8 @@ _ARRAY = (jax.Array, np.ndarray)
 # Pytree node types (besides layers, lists, tuples and dicts) whose structure changes only through
 # `__setattr__` calls that `bump()` the structure version; `fluxjax.jit` may then reuse a walk.
 SAFE_NODES: set[type] = set()
+
+_LAYER_TYPES.add(DefaultRNG)  # walked as a layer whose one state field is the global key
 
 
 def is_visited(v) -> bool:
@@ -140,7 +144,8 @@ def _replace(base, path, value):
 class Walk:
     """Result of `walk`: `leaves`, their `slots`, `roles` (PARAM/STATE/OTHER) and `signature`."""
 
-    __slots__ = ("leaves", "slots", "roles", "signature", "layers", "paths", "containers", "reusable", "starts")
+    __slots__ = ("leaves", "slots", "roles", "signature", "layers", "paths", "containers", "reusable", "starts",
+                 "watched", "watch", "keep")
 
     def __init__(self, paths):
         self.leaves: list[Any] = []
@@ -151,21 +156,36 @@ class Walk:
         self.containers: list[list | dict] = []  # every list and dict visited, for `fluxjax.jit`'s reuse check
         self.reusable = True  # False when an unknown pytree node was visited (it may change unseen)
         self.starts: list[int] = []  # index of the first leaf of each root item
+        # For `fluxjax.jit`'s reuse check: the closure cells and globals that the walked functions read
+        # (`(slot, value)`: each must still hold that very object, or an array where it held one), and
+        # the mutable objects keyed by their contents (`(object, key)`: `static_key` must give it again).
+        self.watched: list[tuple[Slot, Any]] = []
+        self.watch: list[tuple[Any, Any]] = []
+        self.keep: list[Any] = []  # the functions whose code is in the signature, kept alive
 
 
-def walk(root: list, paths: bool = False) -> Walk:
+def walk(root: list, paths: bool = False, functions: bool = False) -> Walk:
     """Walk a mutable list of values; see the module docstring. `paths=True` also names each leaf
-    (`"0.layers[1].weight"`, the first component being the index in `root`)."""
+    (`"0.layers[1].weight"`, the first component being the index in `root`). `functions=True` (for
+    `fluxjax.jit`) also walks what the user's functions read: the contents of their closure cells and
+    the globals their code names (following the functions found there), so that arrays and models a
+    function reaches that way are inputs too, and what it reads that is static is in the signature."""
     w = Walk(paths)
     leaves, slots, roles, layers, names = w.leaves, w.slots, w.roles, w.layers, w.paths
     sig: list[Any] = []
     ps: list[str] = []  # path components, maintained only when paths=True
+    fns: dict[int, int] = {}
 
-    def visit(owner, key, attr, path, v, role, numbers=True):
+    def visit(owner, key, attr, path, v, role, numbers=True, const=False):
+        # const: reached through what a function reads, outside any layer; arrays there are constants
+        # of the program (as under jax.jit: concrete at trace time), keyed by identity or contents
         t = type(v)
         if t in _LAYER_TYPES:
             visit_layer(v)
-        elif isinstance(v, (jax.Array, np.ndarray)) or (numbers and isinstance(v, _NUMBER)):
+        elif const and (isinstance(v, _ARRAY) or (t in (list, dict, tuple) and not _holds_layer(v))):
+            sig.append(("static", static_key(v, w.watch)))
+        elif (isinstance(v, jax.Array) or (t is np.ndarray and v.dtype.kind not in "OUSV")
+              or (numbers and isinstance(v, _NUMBER))):
             leaves.append(v)
             slots.append(Slot(owner, key, attr, path))
             roles.append(role)
@@ -177,13 +197,13 @@ def walk(root: list, paths: bool = False) -> Walk:
         elif t is list or t is dict:
             w.containers.append(v)
             items = v.items() if t is dict else enumerate(v)
-            if t is dict:
+            if t is dict:  # visited in jax's sorted order; the insertion order is part of the key
                 items = sorted(items, key=lambda kv: kv[0])
-            sig.append((t, tuple(k for k, _ in items) if t is dict else len(v)))
+            sig.append((t, tuple(v) if t is dict else len(v)))
             for k, e in items:
                 if names is not None:
                     ps.append(f"[{k!r}]")
-                visit(v, k, False, (), e, role, numbers)
+                visit(v, k, False, (), e, role, numbers, const)
                 if names is not None:
                     ps.pop()
         elif t is not tuple and getattr(t, "__fluxjax_static__", False):
@@ -193,17 +213,27 @@ def walk(root: list, paths: bool = False) -> Walk:
             for i, e in enumerate(v):
                 if names is not None:
                     ps.append(f"[{i}]")
-                visit(owner, key, attr, path + (i,), e, role, numbers)
+                visit(owner, key, attr, path + (i,), e, role, numbers, const)
                 if names is not None:
                     ps.pop()
         elif not numbers and isinstance(v, _NUMBER):
-            sig.append(("static", v))
-        elif isinstance(v, _OPAQUE):
-            sig.append(("static", function_key(v) if t is types.FunctionType else v))
+            sig.append(("static", type(v), v))
+        elif functions and t is types.FunctionType and not is_library(v):
+            visit_function(v)
+        elif functions and t is types.MethodType and not is_library(v.__func__):
+            sig.append(types.MethodType)
+            visit_static_or_walked(v.__self__)
+            visit_function(v.__func__)
+        elif functions and t is functools.partial:
+            sig.append((functools.partial, len(v.args), tuple(v.keywords)))
+            for e in (v.func, *v.args, *v.keywords.values()):
+                visit_static_or_walked(e)
+        elif isinstance(v, _OPAQUE) or isinstance(v, _IMMUTABLE):
+            sig.append(("static", static_key(v, w.watch)))
         else:
             sub, treedef = jax.tree_util.tree_flatten(v, is_leaf=lambda z: type(z) in _LAYER_TYPES)
             if treedef.num_nodes == 1 and treedef.num_leaves == 1 and sub and sub[0] is v:
-                sig.append(("static", _hashable(v)))  # an opaque non-pytree object: static
+                sig.append(("static", static_key(v, w.watch)))  # an opaque non-pytree object: static
                 return
             sig.append(treedef)
             if sub and type(v) not in SAFE_NODES:
@@ -211,9 +241,47 @@ def walk(root: list, paths: bool = False) -> Walk:
             for i, e in enumerate(sub):
                 if names is not None:
                     ps.append(f"<{i}>")
-                visit(owner, key, attr, path + (("tree", treedef, i),), e, role, numbers)
+                visit(owner, key, attr, path + (("tree", treedef, i),), e, role, numbers, const)
                 if names is not None:
                     ps.pop()
+
+    def visit_static_or_walked(v):
+        """Something held where no slot can rebind it (a `functools.partial`'s arguments, a bound method's
+        object): layers and functions are walked, arrays and the rest are keyed as they are."""
+        if type(v) in _LAYER_TYPES or type(v) in (types.FunctionType, types.MethodType, functools.partial):
+            visit(None, None, None, (), v, OTHER, False)
+        else:
+            sig.append(("static", static_key(v, w.watch)))
+
+    def visit_function(f):
+        fid = id(f)
+        if fid in fns:
+            sig.append(("fn", fns[fid]))
+            return
+        fns[fid] = len(fns)
+        w.keep.append(f)
+        code = f.__code__
+        sig.append((code, static_key(f.__defaults__, w.watch), static_key(f.__kwdefaults__, w.watch)))
+        for cell in f.__closure__ or ():
+            try:
+                v = cell.cell_contents
+            except ValueError:  # an empty cell
+                sig.append(_EMPTY)
+                continue
+            visit_read(Slot(cell, "cell_contents", "cell"), v)
+        g = f.__globals__
+        for name in code_names(code):
+            if name in g:
+                sig.append(name)
+                visit_read(Slot(g, name, False), g[name])
+
+    def visit_read(slot, v):
+        w.watched.append((slot, v))
+        if names is not None:
+            ps.append(f"<{slot.key}>")
+        visit(slot.owner, slot.key, slot.attr, (), v, OTHER, False, True)
+        if names is not None:
+            ps.pop()
 
     def visit_layer(obj):
         oid = id(obj)
@@ -225,9 +293,13 @@ def walk(root: list, paths: bool = False) -> Walk:
         sig.append(t)
         st = t.__fluxjax_state__
         tr = getattr(t, "__fluxjax_trainable__", None)
+        if functions:  # what a user-defined layer's code reads
+            call = getattr(t, "__call__", None)  # noqa: B004 - the function itself, not whether it is callable
+            if type(call) is types.FunctionType and not is_library(call):
+                visit_function(call)
         for name, v in obj.__dict__.items():
             if not is_visited(v):
-                sig.append((name, _hashable(v)))
+                sig.append((name, static_key(v, w.watch)))
                 continue
             sig.append(name)
             role = STATE if name in st else (PARAM if tr is None or name in tr else OTHER)
@@ -248,6 +320,45 @@ def walk(root: list, paths: bool = False) -> Walk:
     return w
 
 
+def _holds_layer(v) -> bool:
+    if type(v) in _LAYER_TYPES:
+        return True
+    if type(v) in (list, tuple, dict):
+        return any(_holds_layer(e) for e in (v.values() if type(v) is dict else v))
+    return False
+
+
+_EMPTY = object()  # an empty closure cell, in a signature
+_AN_ARRAY = object()  # stands for "some array" where a reuse check looks at a value's kind only
+
+
+@functools.lru_cache(maxsize=4096)
+def code_names(code: types.CodeType) -> tuple[str, ...]:
+    """The global (and attribute) names a code object and the code nested in it use."""
+    names = list(code.co_names)
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            names.extend(code_names(c))
+    return tuple(dict.fromkeys(names))
+
+
+# Code from these packages (and Python's standard library) is taken as fixed: its functions are keyed
+# by identity and what they read is not followed.
+_LIBRARIES = frozenset({"fluxjax", "jax", "jaxlib", "numpy", "optax", "flax", "orbax", "equinox", "chex", "scipy",
+                        "ml_dtypes", "opt_einsum", "sklearn", "tqdm", "matplotlib"})
+
+
+@functools.lru_cache(maxsize=4096)
+def _is_library_module(module: str | None) -> bool:
+    top = (module or "").partition(".")[0]
+    return top in _LIBRARIES or top in sys.stdlib_module_names
+
+
+def is_library(f: Any) -> bool:
+    """Whether `f` is a library's function (fixed code, keyed by identity) rather than the user's."""
+    return _is_library_module(getattr(f, "__module__", None))
+
+
 class _Same:
     """A key part equal only to the very same object, which it keeps alive (so its id is not reused)."""
 
@@ -263,42 +374,101 @@ class _Same:
         return id(self.obj)
 
 
-_SCALARS = (bool, int, float, complex, str, bytes, type(None))
+_SCALARS = (bool, int, float, complex, str, bytes, type(None), np.bool_, np.number)
+# Values that cannot change in place: keyed as they are.
+_IMMUTABLE = (type, types.ModuleType, types.BuiltinFunctionType, types.BuiltinMethodType, types.CodeType, np.dtype,
+              range, slice, type(Ellipsis), type(NotImplemented))
+_MAX_DEPTH = 6
 
 
-def _captured_key(v, depth: int):
-    if type(v) in _SCALARS:
-        return (type(v), v)
-    if type(v) is types.FunctionType and depth < 4:
-        return function_key(v, depth + 1)
-    return _Same(v)
+def static_key(v: Any, watch: list | None = None) -> Any:
+    """A hashable key for `v` as a compiled program depends on it when `v` is not a traced input: equal
+    keys mean equal behaviour. Scalars and value-hashed objects by value; jax arrays by identity (they
+    are immutable); functions by their code, captured values and the globals they read (`function_key`);
+    containers, plain objects and NumPy arrays by their contents, with the object kept alive. When the
+    key depends on something that can change in place, `(v, key)` is appended to `watch`, so a reuse
+    check can compute it again (`static_key(v) == key`)."""
+    mutable = [False]
+    key = _static_key(v, mutable, 0)
+    if mutable[0] and watch is not None:
+        watch.append((v, key))
+    return key
 
 
-def function_key(f: types.FunctionType, depth: int = 0):
-    """A function as a cache key: its code, its globals and what its closure and defaults hold now.
-    A lambda written inside a loop (`train_(lambda m, x, y: ..., ...)` every epoch) is a new object
-    each time but gets the same key, so it is not compiled again; a closure whose captured values
-    changed gets a new key, since those values are baked into the compiled program."""
+def _static_key(v, mutable, depth):
+    t = type(v)
+    if t in _SCALARS or isinstance(v, _SCALARS):
+        return (t, v)
+    if isinstance(v, jax.Array):
+        return _Same(v)
+    if depth > _MAX_DEPTH:
+        mutable[0] = True
+        return _Same(v)
+    if t is np.ndarray:
+        mutable[0] = True
+        return (t, v.shape, v.dtype.str, v.tobytes()) if v.size <= 4096 else _Same(v)
+    if t is types.FunctionType:
+        return _function_key(v, mutable, depth)
+    if t is types.MethodType:
+        return (t, _static_key(v.__self__, mutable, depth + 1), _static_key(v.__func__, mutable, depth + 1))
+    if t is functools.partial:
+        mutable[0] = True  # its keywords dict can change
+        return (t, _static_key(v.func, mutable, depth + 1), tuple(_static_key(a, mutable, depth + 1) for a in v.args),
+                tuple((k, _static_key(a, mutable, depth + 1)) for k, a in v.keywords.items()))
+    if t is tuple or t is frozenset or (isinstance(v, tuple) and hasattr(t, "_fields")):
+        return (t, tuple(_static_key(e, mutable, depth + 1) for e in v))
+    if t is list or t is set:
+        mutable[0] = True
+        return (t, _Same(v), tuple(_static_key(e, mutable, depth + 1) for e in v))
+    if t is dict:
+        mutable[0] = True
+        return (t, _Same(v), tuple((_static_key(k, mutable, depth + 1), _static_key(e, mutable, depth + 1))
+                                   for k, e in v.items()))
+    if isinstance(v, _IMMUTABLE):
+        return v
+    own = getattr(t, "__fluxjax_key__", None)
+    if own is not None:  # a class that says what of it a trace depends on
+        mutable[0] = True
+        return (t, _Same(v), own(v))
+    try:
+        hash(v)
+        by_value = t.__hash__ is not object.__hash__
+    except TypeError:
+        by_value = False
+    if by_value:  # enums, frozen dataclasses, shardings, ...: their own equality
+        return v
+    # a plain object (identity-hashed or unhashable): by identity and by what its fields hold now
+    mutable[0] = True
+    d = getattr(v, "__dict__", None)
+    fields = None if d is None else tuple((k, _static_key(e, mutable, depth + 1)) for k, e in d.items())
+    return (t, _Same(v), fields)
+
+
+def _function_key(f, mutable, depth):
+    if is_library(f):
+        return f
+    mutable[0] = True  # its cells, defaults and globals can be rebound
     cells = []
     for c in f.__closure__ or ():
         try:
-            cells.append(_captured_key(c.cell_contents, depth))
+            cells.append(_static_key(c.cell_contents, mutable, depth + 1))
         except ValueError:  # an empty cell
-            cells.append(None)
-    defaults = tuple(_captured_key(d, depth) for d in f.__defaults__ or ())
-    kwdefaults = tuple((k, _captured_key(d, depth)) for k, d in (f.__kwdefaults__ or {}).items())
-    return (f.__code__, _Same(f.__globals__), tuple(cells), defaults, kwdefaults)
+            cells.append(_EMPTY)
+    g = f.__globals__
+    reads = tuple((n, _static_key(g[n], mutable, depth + 1)) for n in code_names(f.__code__) if n in g)
+    return (f.__code__, tuple(cells), _static_key(f.__defaults__, mutable, depth + 1),
+            _static_key(f.__kwdefaults__, mutable, depth + 1), reads)
+
+
+def function_key(f: types.FunctionType) -> Any:
+    """A function as a cache key: its code, what its closure cells and defaults hold now, and the
+    globals its code reads (see `static_key`). A lambda written inside a loop (`train_(lambda m, x, y:
+    ..., ...)` every epoch) is a new object each time but gets the same key, so it is not compiled
+    again; a closure or global whose value changed gives a new key."""
+    return static_key(f)
 
 
 def _leaf_sig(v):
     if isinstance(v, (jax.Array, np.ndarray)):
         return None  # shape/dtype are jax.jit's business
     return type(v)
-
-
-def _hashable(v):
-    try:
-        hash(v)
-        return v
-    except TypeError:
-        return ("id", id(v))

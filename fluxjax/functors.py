@@ -42,12 +42,41 @@ def _bumping(cls: type) -> None:
         if getattr(orig, "_fluxjax_bumps", False):
             continue
 
-        def hook(self, *a, _orig=orig):
+        def hook(self, *a, _orig=orig, _set=name == "__setattr__"):
+            # a traced value set on a live layer inside a region goes through the region, which puts
+            # the field back when it ends (fluxjax.state.set_traced_attribute)
+            if _set and isinstance(a[1], jax.core.Tracer) and _traced_set(self, *a):
+                return
             _orig(self, *a)
             _version[0] += 1
 
         hook._fluxjax_bumps = True
         setattr(cls, name, hook)
+
+
+def _traced_set(obj, name, value) -> bool:
+    from .state import set_traced_attribute  # the state thread builds on this module
+
+    return set_traced_attribute(obj, name, value)
+
+
+def _marking_init(cls: type) -> None:
+    """Make `cls.__init__` tell the current region that the object is new (its fields are set plainly)."""
+    init = cls.__dict__.get("__init__")
+    if init is None or getattr(init, "_fluxjax_marks", False):
+        return
+
+    def __init__(self, *a, _init=init, **k):
+        from .state import current_region
+
+        r = current_region()
+        if r is not None:
+            r.born.add(id(self))
+        _init(self, *a, **k)
+
+    __init__._fluxjax_marks = True
+    __init__.__doc__, __init__.__wrapped__ = init.__doc__, init
+    cls.__init__ = __init__
 
 
 def is_layer(x: Any) -> bool:
@@ -212,6 +241,7 @@ def layer(cls=None, *, trainable: tuple[str, ...] | None = None, state: tuple[st
             c.__repr__ = layer_repr
         _register(c)
         _bumping(c)
+        _marking_init(c)
         if c.__new__ is object.__new__:
             c.__new__ = lazy_new(c)  # for `autosize`
         orig_init_subclass = c.__dict__.get("__init_subclass__")
@@ -220,6 +250,7 @@ def layer(cls=None, *, trainable: tuple[str, ...] | None = None, state: tuple[st
             if orig_init_subclass is not None:
                 orig_init_subclass.__func__(sub, **kw)
             _register(sub)
+            _marking_init(sub)
             if "__setattr__" in sub.__dict__ or "__delattr__" in sub.__dict__:
                 _bumping(sub)
             if "__repr__" not in sub.__dict__:

@@ -8,7 +8,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from .state import Region
+from .state import run_in_region
 
 
 def _sizes(inputsize: tuple, more: tuple, fn: str = "outputsize") -> list[tuple[int, ...]]:
@@ -27,8 +27,8 @@ def _trace(m: Any, sizes: list[tuple[int, ...]]) -> Any:
     """`m` applied to float32 arrays of these sizes (one array, or several as a tuple), abstractly."""
 
     def run(*args):
-        with Region():  # state writes (BatchNorm statistics, Dropout keys) are recorded, then undone
-            return m(args[0] if len(args) == 1 else tuple(args))
+        # state writes (BatchNorm statistics, Dropout keys) are recorded, then undone
+        return run_in_region(lambda: m(args[0] if len(args) == 1 else tuple(args)))[0]
 
     return jax.eval_shape(run, *(jax.ShapeDtypeStruct(s, jnp.float32) for s in sizes))
 

@@ -10,25 +10,49 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-_key = None
+
+class DefaultRNG:
+    """The holder of the global default key, `default_rng.key`. It is walked as a layer with one state
+    field, so `fluxjax.jit` passes the key into every compiled program and takes the advanced key back:
+    random draws inside compiled code (`randn32()`, `next_key()`, a layer built inside a step) differ
+    from call to call, as Flux's default RNG."""
+
+    __fluxjax_state__ = ("key",)
+
+    def __init__(self):
+        self.key: jax.Array | None = None
+
+
+default_rng = DefaultRNG()
 
 
 def seed_(n: int) -> None:
     """Reset the global default key to `PRNGKey(n)` (Flux's `Random.seed!(n)`)."""
-    global _key
     with jax.ensure_compile_time_eval():  # a concrete key, also when called inside a transformation
-        _key = jax.random.PRNGKey(n)
+        default_rng.key = jax.random.PRNGKey(n)
+
+
+def default_key() -> jax.Array:
+    """The global key as it is now (seeded with 0 on first use)."""
+    if default_rng.key is None:
+        seed_(0)
+    return default_rng.key
 
 
 def next_key() -> jax.Array:
-    """Split the global key and return a fresh subkey. Used eagerly (at construction time); under a
-    transformation the split still happens now, on concrete keys, so no tracer reaches the global key
-    (the subkey is then a constant of the traced program)."""
-    global _key
+    """Split the global key and return a fresh subkey. Inside one of fluxjax's regions (`gradient`,
+    `fluxjax.jit`, `train_`'s step) the advanced key goes through the state thread, so a compiled
+    program returns it and the next call draws anew. Under a plain jax transformation the split happens
+    now, on the concrete key (the subkey is then a constant of that traced program)."""
+    from .state import current_region, rebind  # the state thread imports this module's callers
+
+    key = default_key()
+    if current_region() is not None:
+        key, sub = jax.random.split(key)
+        rebind(default_rng, "key", key)
+        return sub
     with jax.ensure_compile_time_eval():
-        if _key is None:
-            seed_(0)
-        _key, sub = jax.random.split(_key)
+        default_rng.key, sub = jax.random.split(key)
     return sub
 
 

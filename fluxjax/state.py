@@ -1,4 +1,5 @@
-"""The state thread: regions, train/test mode, `fluxjax.jit` and the pure `functional` view.
+"""The state thread: regions, train/test mode and the pure `functional` view (`fluxjax.jit` is in
+`fluxjax.compiled`).
 
 Arrays are never mutated; what looks like mutation in Flux (BatchNorm's running statistics, Dropout's
 key, `update_`) is rebinding an attribute. Every rebinding goes through `rebind`. Outside any
@@ -15,12 +16,9 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
-from jax.sharding import SingleDeviceSharding
 
-from ._compile_options import with_defaults
-from ._plan import Plan
 from ._sharing import select, sharing
-from ._slots import PARAM, STATE, Slot, set_many, walk
+from ._slots import PARAM, STATE, Slot, walk
 from .functors import all_layers, bump, is_float_array
 
 _tls = threading.local()
@@ -37,7 +35,7 @@ class Region:
     """One transformed region. `differentiating` drives Flux's automatic train mode; `train` (when not
     None) forces it; `rng` (when given) feeds random layers instead of their own keys."""
 
-    __slots__ = ("originals", "written", "before", "differentiating", "train", "rng")
+    __slots__ = ("originals", "written", "before", "differentiating", "train", "rng", "born")
 
     def __init__(self, differentiating: bool = False, train: bool | None = None, rng=None):
         self.originals: dict[tuple, tuple[Slot, Any]] = {}
@@ -46,23 +44,28 @@ class Region:
         self.differentiating = differentiating
         self.train = train
         self.rng = rng
+        self.born: set[int] = set()  # ids of the layers built inside the region (their fields are their own)
 
     def swap(self, slot: Slot, value) -> None:
         k = (id(slot.owner), slot.key)
         if k not in self.originals:
-            self.originals[k] = (slot, slot.get_base())
+            self.originals[k] = (slot, _base_or_absent(slot))
         slot.set(value)
 
     def write(self, slot: Slot, value) -> None:
         ident = slot.ident()
         if ident not in self.written:
-            self.before[ident] = slot.get()
+            self.before[ident] = ABSENT if slot.attr is True and slot.key not in slot.owner.__dict__ else slot.get()
             self.written[ident] = slot
         self.swap(slot, value)
 
     def restore(self) -> None:
         for slot, value in reversed(self.originals.values()):
-            slot.set_base(value)
+            if value is ABSENT:  # an attribute the region added
+                slot.owner.__dict__.pop(slot.key, None)
+                bump()
+            else:
+                slot.set_base(value)
 
     def __enter__(self):
         _stack().append(self)
@@ -76,6 +79,63 @@ class Region:
     def take_key(self):
         self.rng, sub = jax.random.split(self.rng)
         return sub
+
+
+ABSENT = object()  # the value before a region's write of an attribute the object did not have
+
+
+def _base_or_absent(slot: Slot) -> Any:
+    if slot.attr is True and slot.key not in slot.owner.__dict__:
+        return ABSENT
+    return slot.get_base()
+
+
+def current_region() -> Region | None:
+    """The innermost region (`gradient`, `fluxjax.jit`, `functional`'s `apply`, ...) of this thread, if any."""
+    s = _stack()
+    return s[-1] if s else None
+
+
+def mode_context() -> bool:
+    """What Flux's automatic mode means here: True inside a differentiated region (or one forcing
+    train mode), False otherwise. A compiled program depends on it, so its cache key holds it."""
+    for r in reversed(_stack()):
+        if r.train is not None:
+            return r.train
+        if r.differentiating:
+            return True
+    return False
+
+
+def set_traced_attribute(obj: Any, name: str, value: Any) -> bool:
+    """Route `obj.name = value` of a traced value inside a region through the region (so the field is
+    restored, or removed if it is new, when the region ends, and its value is returned to the caller
+    like any state write). Returns False when that does not apply (no region, or a concrete value)."""
+    s = _stack()
+    if not s or not isinstance(value, jax.core.Tracer) or any(id(obj) in r.born for r in s):
+        return False
+    s[-1].write(Slot(obj, name, True), value)
+    return True
+
+
+def run_in_region(call: Callable[[], Any], swaps=(), collect: Callable[[Region], Any] | None = None,
+                  **region: Any) -> tuple[Any, Any]:
+    """The one region runner, under every transformation of live models (`gradient`, `fluxjax.jit`,
+    `functional`'s `apply`, `checkpointed`, finite differences, `train_`'s step, `outputsize`): open a
+    `Region(**region)`, swap each `(slot, value)` of `swaps` into the live objects, run `call()`, and
+    before everything is put back (also when it raises) let `collect(region)` read what was written.
+    Returns `(call's result, collect's result)`."""
+    with Region(**region) as r:
+        for slot, value in swaps:
+            r.swap(slot, value)
+        out = call()
+        got = None if collect is None else collect(r)
+    return out, got
+
+
+def written(region: Region) -> list[tuple[Slot, Any]]:
+    """`collect` for `run_in_region`: each written slot with its new value."""
+    return [(slot, slot.get()) for slot in region.written.values()]
 
 
 _TRACER_ERROR = (
@@ -105,12 +165,7 @@ def is_active(layer: Any) -> bool:
     a = getattr(layer, "active", None)
     if a is not None:
         return bool(a)
-    for r in reversed(_stack()):
-        if r.train is not None:
-            return r.train
-        if r.differentiating:
-            return True
-    return False
+    return mode_context()
 
 
 def within_gradient() -> bool:
@@ -161,222 +216,6 @@ def guard_writes(keep) -> None:
 
 
 # ----------------------------------------------------------------------------------------------
-# fluxjax.jit
-
-
-class _Entry:
-    __slots__ = ("compiled", "extra_slots", "extra_index", "out_tree", "current", "effects", "shared")
-
-    def __init__(self, shared: tuple | None):
-        self.extra_slots: list[Slot] = []
-        self.extra_index: dict[tuple, int] = {}
-        self.out_tree = None
-        self.current = None
-        self.effects: bool | None = None  # whether the program has side effects (known once traced)
-        self.shared = shared  # see _sharing_pattern
-
-
-def _commit_beside(w) -> None:
-    """Commit the uncommitted arrays of a call that has committed ones on a single device to that
-    device, rebinding them where they are (the model's arrays too; the values do not change).
-
-    jax compiles a call apart for each pattern of committed arguments, and a program that takes one
-    committed array returns committed ones. A model made on the default device, stepped on
-    `device_put` data, would have its step compiled twice: for the first call, and again for every
-    later one, whose model arrays are the first call's committed outputs."""
-    device = None
-    for v in w.leaves:
-        if isinstance(v, jax.core.Tracer):
-            return
-        if isinstance(v, jax.Array) and v.committed:
-            if not isinstance(v.sharding, SingleDeviceSharding) or device not in (None, v.sharding):
-                return  # several devices: placement is the caller's (see fluxjax.parallel)
-            device = v.sharding
-    if device is None:
-        return
-    placed: dict[int, jax.Array] = {}  # arrays held in several places stay one array
-    for i, v in enumerate(w.leaves):
-        if isinstance(v, jax.Array) and not v.committed:
-            new = placed.get(id(v))
-            if new is None:
-                new = placed[id(v)] = jax.device_put(v, device)
-            w.slots[i].set(new)
-            w.leaves[i] = new
-
-
-def _sharing_pattern(leaves: list) -> tuple | None:
-    """Which leaves are the very same jax array (optimiser leaves share their `βt` and
-    hyperparameters, see fluxjax/_sharing.py): for each leaf, its position among the distinct ones,
-    or None when no two are the same. The compiled program takes each distinct array once and returns
-    one output where several slots are rebound to one new array, so it is cached by this too."""
-    first: dict[int, int] = {}
-    pos = [first.setdefault(id(v), len(first)) if isinstance(v, jax.Array) else first.setdefault(("slot", i), len(first))
-           for i, v in enumerate(leaves)]
-    return tuple(pos) if len(first) < len(leaves) else None
-
-
-def _distinct(leaves: list, shared: tuple | None) -> list:
-    """The compiled program's inputs: each distinct array of `leaves` once (see `_sharing_pattern`)."""
-    if shared is None:
-        return leaves
-    out = [None] * (max(shared) + 1)
-    for v, p in zip(leaves, shared):
-        out[p] = v
-    return out
-
-
-def _covered(slot: Slot, before: Any, walked: set) -> bool:
-    """Whether a write of a whole field (`update_` rebinding `Leaf.state`) is already carried by the
-    walked slots: the new value has the old structure and each of its arrays is in a walked slot."""
-    leaves, treedef = jax.tree_util.tree_flatten(slot.get())
-    return treedef == jax.tree_util.tree_structure(before) and all(id(v) in walked for v in leaves)
-
-
-def _forget_failed_tokens() -> None:
-    """Drop the effect tokens of a program that failed after dispatch. jax keeps the failed token as
-    the input of the next program with the same ordered effect, which would then fail with the old
-    error forever; a failure raised during dispatch leaves the previous token, so this restores that."""
-    from jax._src import dispatch  # no public API resets one effect's token
-
-    tokens = dispatch.runtime_tokens
-    for table in (tokens.current_tokens, tokens.output_runtime_tokens):
-        for k, tok in list(table.items()):
-            try:
-                tok.block_until_ready()
-            except Exception:
-                del table[k]
-
-
-class Jitted:
-    """A function of models and arrays compiled with `jax.jit`; see `jit`."""
-
-    def __init__(self, fn: Callable, **jit_kwargs):
-        self.fn = fn
-        self.jit_kwargs = jit_kwargs
-        self._cache: dict[Any, _Entry] = {}
-        self._plan: Plan | None = None  # the last call's walk, reused while it still fits
-        self.__wrapped__ = fn
-        self.__doc__ = getattr(fn, "__doc__", None)
-
-    def _make(self, fn, n_args, shared) -> _Entry:
-        entry = _Entry(shared)
-
-        def pure(leaves):
-            box, w = entry.current
-            xs = leaves if shared is None else [leaves[p] for p in shared]
-            with Region() as region:
-                for slot, x in zip(w.slots, xs):
-                    region.swap(slot, x)
-                out = fn(*box[:n_args], **box[n_args])
-                # one output for each new value, keyed by the slots it goes to
-                new: dict[int, tuple[Any, list[int]]] = {}
-                now = set()
-                for i, slot in enumerate(w.slots):
-                    v = slot.get()
-                    now.add(id(v))
-                    if v is not xs[i]:
-                        new.setdefault(id(v), (v, []))[1].append(i)
-                changed = {tuple(where): v for v, where in new.values()}
-                idents = {s.ident() for s in w.slots}
-                extra = {}
-                for ident, slot in region.written.items():
-                    if ident in idents or _covered(slot, region.before[ident], now):
-                        continue
-                    k = entry.extra_index.get(ident)
-                    if k is None:
-                        k = entry.extra_index[ident] = len(entry.extra_slots)
-                        entry.extra_slots.append(slot)
-                    extra[k] = slot.get()
-                out_leaves, entry.out_tree = jax.tree_util.tree_flatten(out)
-            return out_leaves, changed, extra
-
-        entry.compiled = jax.jit(pure, **with_defaults(self.jit_kwargs))
-        return entry
-
-    def __call__(self, *args, **kwargs):
-        plan = self._plan
-        leaves = None
-        if plan is not None and not kwargs and plan.matches(args):
-            leaves = plan.load(args)  # None when arrays the program takes as one are no longer one
-            if leaves is None:
-                plan.release()
-        if leaves is not None:
-            box, w, entry = plan.box, plan.walk, plan.entry
-        else:
-            plan = None
-            box = [*args, kwargs]
-            w = walk(box)
-            if not _stack():
-                _commit_beside(w)
-            shared = _sharing_pattern(w.leaves)
-            key = (w.signature, shared)
-            entry = self._cache.get(key)
-            if entry is None:
-                entry = self._cache[key] = self._make(self.fn, len(args), shared)
-            leaves = _distinct(w.leaves, shared)
-        entry.current = (box, w)
-        try:
-            if entry.effects is None:  # jax caches this trace: the call below does not trace again
-                entry.effects = bool(entry.compiled.trace(leaves).jaxpr.effects)
-            out_leaves, changed, extra = entry.compiled(leaves)
-            if entry.effects:
-                # a host callback can fail after dispatch returns: its error must surface before
-                # anything is written back, not on some later read of the model
-                try:
-                    jax.block_until_ready((out_leaves, changed, extra))
-                except Exception:
-                    _forget_failed_tokens()
-                    raise
-        finally:
-            entry.current = None
-        if plan is not None:
-            plan.store(changed, commit if _stack() else None)
-        elif _stack():
-            for where, v in changed.items():
-                for i in where:
-                    commit(w.slots[i], v)
-        else:
-            set_many(w.slots, [(i, v) for where, v in changed.items() for i in where])
-        for k, v in extra.items():
-            commit(entry.extra_slots[k], v)
-        if plan is not None:
-            plan.release()
-        elif not kwargs and w.reusable:
-            self._plan = Plan(box, w, entry)
-        return jax.tree_util.tree_unflatten(entry.out_tree, out_leaves)
-
-    def cache_size(self) -> int:
-        """Number of distinct model structures compiled (not counting jax's own shape retraces)."""
-        return len(self._cache)
-
-
-def jit(fn: Callable | None = None, **jit_kwargs) -> Any:
-    """Compile a function of models, optimiser states and arrays (`fluxjax.jit(step)`).
-
-    Models travel as their array leaves; static configuration is part of the cache key. Everything
-    the function rebinds on its arguments (`update_`, BatchNorm statistics, Dropout keys) comes out
-    of the compiled program and is written back into the caller's objects. Rebinding objects reached
-    only through a closure works too, but their arrays are baked in as constants: pass models as
-    arguments. Keywords go to `jax.jit`; on a CPU the program is scheduled by XLA's memory-optimised
-    scheduler (faster for Flux's layers there, see fluxjax/_compile_options.py) unless
-    `compiler_options` names another `xla_cpu_scheduler_type`. A call whose arrays include some
-    committed to one device (`jax.device_put(x, device)`) commits the others there too, the model's
-    included, so that the step compiles once (jax would compile it again for the second call).
-
-    ```python
-    @fluxjax.jit
-    def step(model, opt_state, x, y):
-        loss, (g,) = fluxjax.withgradient(lambda m: mse(m(x), y), model)
-        fluxjax.update_(opt_state, model, g)
-        return loss
-    ```
-    """
-    if fn is None:
-        return lambda f: Jitted(f, **jit_kwargs)
-    return Jitted(fn, **jit_kwargs)
-
-
-# ----------------------------------------------------------------------------------------------
 # The pure view
 
 
@@ -399,18 +238,10 @@ def functional(model: Any) -> tuple[dict, dict, Callable]:
     slots = w.slots
 
     def apply(params: dict, state: dict, *inputs, train: bool | None = None, rng=None):
-        region = Region(train=train, rng=rng)
-        with region:
-            for i in p_idx:
-                region.swap(slots[i], params[names[i]])
-            for i in s_idx:
-                region.swap(slots[i], state[names[i]])
-            if train is not None:
-                for lay in all_layers(model):
-                    if "active" in lay.__dict__:
-                        region.swap(Slot(lay, "active", True), None)
-            out = model(*inputs)
-            new_state = {names[i]: slots[i].get() for i in s_idx}
-        return out, new_state
+        swaps = [(slots[i], params[names[i]]) for i in p_idx] + [(slots[i], state[names[i]]) for i in s_idx]
+        if train is not None:  # every layer follows the region's mode
+            swaps += [(Slot(lay, "active", True), None) for lay in all_layers(model) if "active" in lay.__dict__]
+        return run_in_region(lambda: model(*inputs), swaps, lambda r: {names[i]: slots[i].get() for i in s_idx},
+                             train=train, rng=rng)
 
     return params, state, apply

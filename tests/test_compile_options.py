@@ -1,5 +1,5 @@
 """`fluxjax.jit` compiles with XLA:CPU's memory-optimised scheduler unless told otherwise
-(fluxjax/_compile_options.py); the numbers do not depend on it."""
+(fluxjax/compiled/options.py); the numbers do not depend on it."""
 
 import jax
 import jax.numpy as jnp
@@ -7,7 +7,7 @@ import numpy as np
 from backend import ON_CPU, cpu_only
 
 import fluxjax as Flux
-from fluxjax import _compile_options as co
+from fluxjax.compiled import options as co
 from fluxjax.losses import mse
 
 MEMORY = {"xla_cpu_scheduler_type": "CPU_SCHEDULER_TYPE_MEMORY_OPTIMIZED"}
@@ -39,7 +39,7 @@ def _schedule(step, args):
     """The order of the compiled program's instructions (the scheduler's output)."""
     step(*args)
     plan = step._plan
-    text = plan.entry.compiled.lower(plan.load(args)).compile().as_text()
+    text = plan.entry.top.lower(plan.load(args)).compile().as_text()
     plan.release()
     return [line.split(" = ")[0] for line in text[text.index("ENTRY"):].splitlines()[1:] if " = " in line]
 

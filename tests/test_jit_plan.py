@@ -1,4 +1,4 @@
-"""`fluxjax.jit` reuses its walk of the arguments between calls (fluxjax/_plan.py): it must notice every
+"""`fluxjax.jit` reuses its walk of the arguments between calls (fluxjax/compiled/plan.py): it must notice every
 change that matters (layers replaced, containers edited, mode switched, arrays rebound outside) and
 never write into the wrong object."""
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import fluxjax as Flux
-import fluxjax.state as state_mod
+import fluxjax.compiled.call as state_mod
 from fluxjax.losses import mse
 
 

@@ -109,9 +109,9 @@ def _program(step, *args):
     entry = plan.entry
     leaves = plan.load(args)
     plan.release()
-    entry.current = (plan.box, plan.walk)
+    entry.current = (plan.box, plan.walk, ({}, {}))
     try:
-        return entry.compiled.trace(leaves).jaxpr
+        return entry.top.trace(leaves).jaxpr
     finally:
         entry.current = None
 
@@ -122,8 +122,9 @@ def test_the_compiled_step_takes_shared_arrays_once_and_updates_bt_once():
     _step(m, st, X, Y)
     _step(m, st, X, Y)
     jaxpr = _program(_step, m, st, X, Y)
-    # 4 parameters + 8 moments + one βt + eta, β₁, β₂, ϵ + x, y; not 4 βt and 16 hyperparameters
-    assert len(jaxpr.in_avals) == 4 + 8 + 1 + 4 + 2
+    # 4 parameters + 8 moments + one βt + eta, β₁, β₂, ϵ + x, y + the global key (unused: pruned when
+    # compiled); not 4 βt and 16 hyperparameters
+    assert len(jaxpr.in_avals) == 4 + 8 + 1 + 4 + 2 + 1
     bt_updates = [e for e in jaxpr.eqns if e.primitive.name == "mul" and e.outvars[0].aval.shape == (2,)]
     assert len(bt_updates) == 1
     assert len(jaxpr.out_avals) == 1 + 4 + 8 + 1  # loss, parameters, moments, one βt

@@ -140,11 +140,7 @@ class BatchNorm:
             mean = jnp.mean(x, axis=axes)
             var = jnp.mean(jnp.square(x - _bcast(mean, x.ndim, ax)), axis=axes)
             if self.track_stats and is_active(self):
-                if m == 1:
-                    raise ValueError(
-                        f"{name(self)}: training with one element per channel gives an undefined variance; "
-                        f"got {describe(given)}. Use a batch larger than 1, or testmode_(layer)."
-                    )
+                _check_batch(self, m, given, "per channel")
                 mom = self.momentum
                 mean_s, var_s = jax.lax.stop_gradient(mean), jax.lax.stop_gradient(var)
                 rebind(self, "mu", (1 - mom) * self.mu + mom * mean_s)
@@ -155,6 +151,17 @@ class BatchNorm:
 
     def _show(self):
         return _norm_show("BatchNorm", self)
+
+
+def _check_batch(lay, m: int, given, per: str) -> None:
+    """Running statistics need at least two elements to average (the variance is corrected by
+    m/(m-1)): an empty batch would make them NaN, a single element undefined."""
+    if m <= 1:
+        what = "an empty batch" if m == 0 else f"one element {per}"
+        raise ValueError(
+            f"{name(lay)}: training with {what} gives undefined running statistics; got {describe(given)}. "
+            "Use a batch larger than 1, or testmode_(layer)."
+        )
 
 
 def _affine(lay, x, mean, var, ax):
@@ -193,6 +200,7 @@ class InstanceNorm:
             var = jnp.mean(jnp.square(x - mean), axis=spatial, keepdims=True)
             if self.track_stats and is_active(self):
                 n = int(np.prod(x.shape[:-2]))
+                _check_batch(self, 0 if x.shape[-1] == 0 else n, x, "per channel and sample")
                 mom = self.momentum
                 mb = jax.lax.stop_gradient(jnp.mean(mean, axis=spatial + (x.ndim - 1,)))
                 vb = jax.lax.stop_gradient(jnp.mean(var, axis=spatial + (x.ndim - 1,)))

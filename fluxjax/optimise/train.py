@@ -15,11 +15,11 @@ import jax.numpy as jnp
 import optax
 from jax.sharding import NamedSharding, PartitionSpec, SingleDeviceSharding
 
-from .._chain import Chain
+from ..compiled.call import jit as _jit
+from ..compiled.held import HeldSteps
 from ..data import DataLoader
 from ..parallel.batches import ShardedBatches, _place_for_training
-from ..state import Region, commit, guard_writes, trainmode_
-from ..state import jit as _jit
+from ..state import commit, guard_writes, run_in_region, trainmode_, written
 from ..zygote import Params, _first, withgradient
 from ..zygote.adtypes import ADType
 from .tree import _check_state, _implicit_holder, implicit_update_, setup, update_
@@ -50,14 +50,16 @@ def _differentiate(loss, model, d, adtype: ADType | None = None):
     statistics, Dropout keys) held back as `[(slot, value)]`, so that a rejected step can leave the
     model exactly as it was."""
     args = d if isinstance(d, tuple) else (d,)
-    with Region() as region:
+    def step():
         if isinstance(model, Params):
-            val, g = withgradient(lambda: loss(*args), model)
-        elif adtype is not None:
+            return withgradient(lambda: loss(*args), model)
+        if adtype is not None:
             val, (g,) = adtype.withgradient(lambda m: loss(m, *args), (model,))
         else:
             val, (g,) = withgradient(lambda m: loss(m, *args), model)
-        writes = [(slot, slot.get()) for slot in region.written.values()]
+        return val, g
+
+    (val, g), writes = run_in_region(step, collect=written)
     return val, g, writes
 
 
@@ -223,13 +225,13 @@ def train_(loss: Callable, model: Any, data: Iterable, opt_state: Any, *rest: An
     _check_window(window, start, ok)
 
 
-def _steps(data, *fixed) -> Chain | contextlib.nullcontext:
+def _steps(data, *fixed) -> HeldSteps | contextlib.nullcontext:
     """The compiled step as `step(d, ok)`. When iterating `data` runs none of the user's code (a list
     or tuple of batches, a `DataLoader` without a `collate` function), nothing can look at the model
     between two steps, so the steps are chained: the model gets its new arrays when the loop ends."""
     inner = data.data if isinstance(data, ShardedBatches) else data
     if type(inner) in (list, tuple) or (isinstance(inner, DataLoader) and not callable(inner.collate)):
-        return Chain(_compiled, *fixed)
+        return HeldSteps(_compiled, *fixed)
     return contextlib.nullcontext(functools.partial(_compiled, *fixed))
 
 

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._slots import _NUMBER, walk
-from ..state import Region
+from ..state import run_in_region
 from .plan import _check_scalar, _differentiable, _first
 from .tangent import _rebuild
 
@@ -81,11 +81,8 @@ def _finite_differences(f: Callable, args: tuple, name: str) -> tuple[Any, Any]:
     w = walk(box)
     diff = _differentiable(w)
 
-    def run(i=None, x=None):
-        with Region() as region:  # not differentiating; writes (BatchNorm statistics, Dropout keys) undone
-            if i is not None:
-                region.swap(w.slots[i], x)
-            return f(*box)
+    def run(i=None, x=None):  # not differentiating; writes (BatchNorm statistics, Dropout keys) undone
+        return run_in_region(lambda: f(*box), [] if i is None else [(w.slots[i], x)])[0]
 
     full = run()
     y = _first(full) if name == "withgradient" else full

@@ -11,7 +11,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..functors import is_array
-from ..state import within_gradient
+from .._slots import walk
+from ..state import commit, run_in_region, within_gradient, written
 
 
 def dropgrad(x: Any) -> Any:
@@ -53,8 +54,25 @@ def showgrad(x: Any, name: str = "x") -> Any:
 
 
 def checkpointed(f: Callable, *xs) -> Any:
-    """`f(*xs)` without storing intermediates: recomputed in the backward pass (`jax.checkpoint`)."""
-    return jax.checkpoint(f)(*xs)
+    """`f(*xs)` without storing intermediates: recomputed in the backward pass (`jax.checkpoint`).
+
+    The arrays of `xs` (models included) go into the checkpointed function as inputs and their layers
+    are the live ones, so state that `f` writes (BatchNorm statistics in train mode) comes out of it and
+    goes through the state thread like any other write."""
+    box = list(xs)
+    w = walk(box)
+    arrays = [i for i, v in enumerate(w.leaves) if isinstance(v, (jax.Array, np.ndarray))]
+    writes: list = []
+
+    def pure(values):
+        out, got = run_in_region(lambda: f(*box), [(w.slots[i], v) for i, v in zip(arrays, values)], written)
+        writes[:] = [slot for slot, _ in got]
+        return out, [v for _, v in got]
+
+    out, new = jax.checkpoint(pure)([w.leaves[i] for i in arrays])
+    for slot, v in zip(writes, new):
+        commit(slot, v)
+    return out
 
 
 def forwarddiff(f: Callable, x: Any) -> Any:

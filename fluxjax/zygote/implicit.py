@@ -42,6 +42,11 @@ class Params:
         for x in xs:
             self.add(x)
 
+    def __fluxjax_key__(self) -> tuple:
+        """What a compiled trace reads of this collection: where each parameter lives (an array held by
+        no slot is read as it is, so by identity)."""
+        return tuple(tuple(s.ident() for s in e.slots) or (id(e.array),) for e in self._entries)
+
     def _find(self, x):
         for e in self._entries:
             if e.value() is x:

@@ -12,7 +12,8 @@ import numpy as np
 
 from .._slots import _NUMBER, PARAM, Slot, walk
 from ..functors import is_float_array, is_layer
-from ..state import Region, commit
+from ..state import commit, run_in_region
+from ..state import written as _written
 from .implicit import Grads, Params
 from .tangent import _rebuild
 
@@ -31,15 +32,10 @@ class _Plan:
 
 def _make_fx(call, slot_groups, written):
     def fx(*xs):
-        region = Region(differentiating=True)
-        with region:
-            for slots, x in zip(slot_groups, xs):
-                for s in slots:
-                    region.swap(s, x)
-            y = call()
-            written[:] = region.written.values()
-            vals = [s.get() for s in written]
-        return y, vals
+        y, writes = run_in_region(call, [(s, x) for slots, x in zip(slot_groups, xs) for s in slots], _written,
+                                  differentiating=True)
+        written[:] = [slot for slot, _ in writes]
+        return y, [v for _, v in writes]
 
     return fx
 

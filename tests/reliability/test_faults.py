@@ -79,8 +79,14 @@ class Faulty:
         return self
 
     def __call__(self, m, x, y):
+        # Once it has raised it disarms and stops counting: its fields are what a compiled trace reads
+        # of it (fluxjax.jit keys on them), so a settled loss shares one program.
+        if not self.armed:
+            return L.mse(m[3](m[2](m[1](m[0](x)))), y)
         self.calls += 1
-        boom = self.armed and self.calls == self.on
+        boom = self.calls == self.on
+        if boom:
+            self.armed = False
         if boom and self.where == "before_forward":
             raise self.exc("injected fault")
         h = m[1](m[0](x))  # BatchNorm has written its statistics (in train mode) here
@@ -274,7 +280,9 @@ def test_fault_in_train_leaves_the_state_after_the_last_good_step(jit, exc, wher
     opt, opt_twin = F.setup(F.Adam(0.01), m), F.setup(F.Adam(0.01), twin)
     f = Faulty(exc, 0, where, armed=False)
     F.train_(f, twin, data[:2], opt_twin, jit=jit)  # the twin: two good steps (and, under jit, the trace)
-    f.on = 1 if jit else 3  # under jit the loss runs once per trace: the next trace is batch 3's
+    # Under jit the loss runs once per trace: arming it changes what the trace reads, so batch 1 is
+    # traced anew (call 1), batch 2 reuses that program, and batch 3's new size traces again (call 2).
+    f.on = 2 if jit else 3
     with pytest.raises(exc, match="injected fault"):
         F.train_(f.arm(), m, data, opt, jit=jit)
     _assert_same([m, opt], _snap([twin, opt_twin]), f"train_(jit={jit}) after a {exc.__name__} {where}")

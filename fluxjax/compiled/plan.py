@@ -3,14 +3,18 @@
 Walking a model and its optimiser state costs far more than dispatching the compiled step, so a
 `Plan` remembers the last walk and checks cheaply that it still describes the arguments:
 
-- arrays and numbers passed directly, or in a flat tuple/list (a batch), may change every call: only
-  their kind is checked, and their values are read afresh;
+- arrays and numbers passed directly, or in a flat tuple (a batch), may change every call: only
+  their kind is checked, and their values are read afresh (a list is the caller's mutable object: it
+  must be the same list, holding the same kinds of items, since the slots read its items);
 - every other argument (models, optimiser states, functions) must be the very same object;
 - nothing reached from those may have changed shape: layers and `Tangent`s bump the structure
   version (`functors.bump`) whenever a field is set, the state thread bumps it when it rebinds a slot
   to anything but an array, and every list and dict the walk passed through must hold the same items
   (arrays may have been rebound in place). A pytree node of an unknown type makes the walk
-  non-reusable, since it could change unseen.
+  non-reusable, since it could change unseen;
+- the closure cells and globals the walked functions read still hold the same objects (or arrays,
+  where they held arrays), and objects keyed by their contents (`static_key`) give the same key;
+- the call is made in the same automatic train/test mode.
 
 Arrays are read through the walk's slots on every call, so rebinding them (`update_`, `loadmodel_`,
 an eager step) between calls is always seen. The checks, the reads and the writes are straight-line
@@ -26,12 +30,11 @@ from typing import Any
 import jax
 import numpy as np
 
-from ._access import Source, loader, storer
-from ._slots import _ARRAY, _NUMBER, Walk, _leaf_sig
-from .functors import _version
+from .._slots import _AN_ARRAY, _ARRAY, _NUMBER, Walk, _leaf_sig, static_key
+from ..functors import _version
+from .access import Source, loader, storer
 
 _LEAF, _FLAT, _SAME = 0, 1, 2
-_AN_ARRAY = object()  # stands for "some array" in a container's snapshot
 
 
 @functools.cache
@@ -59,18 +62,19 @@ def _is_data(v: Any) -> bool:
 class Plan:
     """The reusable part of one walk of `box = [*args, {}]` (see the module docstring)."""
 
-    __slots__ = ("version", "box", "walk", "entry", "kinds", "containers", "owned", "positions", "_check", "_load",
-                 "_stores", "_placers")
+    __slots__ = ("version", "box", "walk", "entry", "kinds", "containers", "owned", "positions", "mode", "_check",
+                 "_load", "_stores", "_placers")
 
-    def __init__(self, box: list, w: Walk, entry: Any):
+    def __init__(self, box: list, w: Walk, entry: Any, n_args: int, mode: bool):
+        """`box` is `[*args, kwargs, ...]`: the call's `n_args` arguments, then what else was walked."""
         self.version = _version[0]
-        self.box, self.walk, self.entry = box, w, entry
+        self.box, self.walk, self.entry, self.mode = box, w, entry, mode
         self.kinds: list[tuple] = []
-        skip = {id(box[-1])}
-        for v in box[:-1]:
+        skip = {id(box[n_args])}
+        for v in box[:n_args]:
             if _is_data(v):
                 self.kinds.append((_LEAF, _leaf_sig(v)))
-            elif type(v) in (tuple, list) and all(_is_data(e) for e in v):
+            elif type(v) is tuple and all(_is_data(e) for e in v):
                 self.kinds.append((_FLAT, type(v), tuple(_leaf_sig(e) for e in v)))
                 skip.add(id(v))
             else:
@@ -111,8 +115,21 @@ class Plan:
             if k[0] != _SAME:
                 self.box[i] = None
 
-    def matches(self, args: tuple) -> bool:
-        return _version[0] == self.version and self.entry.current is None and self._check(args)
+    def refresh(self) -> None:
+        """Take what the walked functions read as it is now (after a trace whose Python code changed it:
+        side effects that run while tracing, as under `jax.jit`, are not changes made by the caller)."""
+        w = self.walk
+        w.watched = [(slot, slot.get_base()) for slot, _ in w.watched]
+        w.watch = [(o, static_key(o)) for o, _ in w.watch]
+        self._check = self._checker()
+
+    def matches(self, args: tuple, mode: bool) -> bool:
+        if _version[0] != self.version or mode != self.mode or self.entry.current is not None:
+            return False
+        try:
+            return self._check(args)
+        except (KeyError, ValueError):  # a global deleted, a closure cell emptied
+            return False
 
     def _checker(self) -> Callable[[tuple], bool]:
         """One generated expression for what `matches` checks: the arguments' kinds, and every
@@ -141,6 +158,12 @@ class Plan:
                 _is_kind(src, e, None) if r is _AN_ARRAY else f"{e} is {snapshots}[{n}][2][{i}]"
                 for i, (e, r) in enumerate(zip(items, refs))
             ]
+        for slot, v in self.walk.watched:  # what the walked functions read
+            e = src.base(slot)
+            conds.append(f"{e} is {src.name(v)}")
+        if self.walk.watch:  # objects keyed by their contents
+            src.env["_static_key"] = static_key
+            conds += [f"_static_key({src.name(o)}) == {src.name(k)}" for o, k in self.walk.watch]
         return src.compile("def check(a):\n    return (" + "\n            and ".join(conds) + ")\n", "check")
 
     def placer(self, first: int) -> Callable[[list, tuple], bool] | None:

@@ -2,7 +2,7 @@
 
 A warm `fluxjax.jit` call checks that its walk still fits the arguments, reads every array out of
 the models and writes the new ones back: on a tiny model that is a third of a training step. In
-`train_`'s loop nothing else reads or rebinds the models between two steps, so a `Chain` keeps the
+`train_`'s loop nothing else reads or rebinds the models between two steps, so a `HeldSteps` keeps the
 compiled program's input list from one call to the next, replaces the arrays the program rebinds
 and the data, and writes the arrays into the models once, when it closes (also when the loop
 raises). Any call the chain cannot take this way (another kind of batch, a walk that could not be
@@ -15,12 +15,13 @@ from typing import Any
 
 import jax
 
-from .state import Jitted, _stack, commit
+from ..state import commit, current_region, mode_context
+from .call import Jitted
 
 _MISS = object()  # `_step`'s answer when the arguments do not fit the held inputs
 
 
-class Chain:
+class HeldSteps:
     """`chain(*rest)` is `jitted(*fixed, *rest)`; the models in `fixed` are current once `close()`d.
     Use it as a context manager, and only where no other code reads or rebinds them in between."""
 
@@ -31,41 +32,49 @@ class Chain:
         self._at: dict[tuple, int] = {}  # slots a new array goes to -> its input (the plan's `positions`)
         self._place = None  # the held plan's data placer
 
-    def __enter__(self) -> Chain:
+    def __enter__(self) -> HeldSteps:
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
     def __call__(self, *rest: Any) -> Any:
-        if self._plan is not None:
-            out = self._step(rest)
-            if out is not _MISS:
-                return out
-            self.close()
-        out = self.jitted(*self.fixed, *rest)
-        self._hold(rest)
-        return out
+        with self.jitted._lock:
+            if self._plan is not None:
+                out = self._step(rest)
+                if out is not _MISS:
+                    return out
+                self.close()
+            out = self.jitted(*self.fixed, *rest)
+            self._hold(rest)
+            return out
 
     def close(self) -> None:
         """Write the arrays the chain holds into the models."""
+        with self.jitted._lock:
+            self._close()
+
+    def _close(self) -> None:
         plan, self._plan = self._plan, None
         if plan is not None:
             plan.store({where: self._inputs[p] for where, p in self._at.items()})
             plan.release()
             self._inputs = []
+            if self.jitted._plan is None:  # the function's next call may reuse it again
+                self.jitted._plan = plan
 
     def _hold(self, rest: tuple) -> None:
         """After a call through `jitted`, take over its inputs if the next calls can skip the models."""
         plan, n, args = self.jitted._plan, len(self.fixed), (*self.fixed, *rest)
-        if plan is None or _stack() or plan.entry.effects or not plan.matches(args):
+        if plan is None or current_region() is not None or plan.entry.effects or not plan.matches(args, mode_context()):
             return  # (a plan that does not match is an earlier call's: this one's walk is not reusable)
         place = plan.placer(n)
         if place is None:
             return
         inputs = plan.load(args)
-        if inputs is not None:
+        if inputs is not None:  # the plan is this chain's alone until it closes
             self._plan, self._inputs, self._place, self._at = plan, inputs, place, plan.positions
+            self.jitted._plan = None
         else:
             plan.release()
 
@@ -76,22 +85,25 @@ class Chain:
             return _MISS
         box, entry = plan.box, plan.entry
         n = len(self.fixed)
-        box[n:-1] = rest  # the program is traced again for new shapes, from the box
-        entry.current = (box, plan.walk)
+        box[n:n + len(rest)] = rest  # the program is traced again for new shapes, from the box
+        entry.current = (box, plan.walk, ({}, {}))
+        traces = entry.traces
         try:
-            out_leaves, changed, extra = entry.compiled(inputs)
+            out_leaves, changed, extra, tree = entry.call(inputs)
         finally:
             entry.current = None
+        if entry.traces != traces:
+            plan.refresh()
         at = self._at
         if changed.keys() <= at.keys() or self._learn(changed):
             for where, v in changed.items():
                 inputs[at[where]] = v
         else:  # it rebound part of an input it takes as one: from here on, the models
-            self.close()
+            self._close()
             plan.store(changed)
         for k, v in extra.items():
             commit(entry.extra_slots[k], v)
-        return jax.tree_util.tree_unflatten(entry.out_tree, out_leaves)
+        return jax.tree_util.tree_unflatten(tree, out_leaves)
 
     def _learn(self, changed: dict) -> bool:
         """Find the input each new array of `changed` replaces: the one its slots, and only they,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ._slots import _ARRAY, Slot
+from .._slots import _ARRAY, Slot
 
 
 class Source:
@@ -54,7 +54,7 @@ def _plain(s: Slot) -> bool:
 
 def loader(slots: Sequence[Slot], shared: Sequence[int] | None = None) -> Callable[[], list | None]:
     """A function returning `[s.get() for s in slots]`; with `shared` (each slot's position among the
-    distinct arrays, see `fluxjax.state._sharing_pattern`), the distinct arrays, or None when slots
+    distinct arrays, see `fluxjax.compiled.call._sharing_pattern`), the distinct arrays, or None when slots
     that shared an array no longer do."""
     src = Source()
     exprs = [src.base(s) + "".join(f"[{p}]" for p in s.path) if _plain(s) else f"{src.name(s, 's')}.get()" for s in slots]

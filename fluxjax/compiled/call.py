@@ -1,0 +1,399 @@
+"""`fluxjax.jit`: a function of models, optimiser states and arrays, compiled with `jax.jit`.
+
+A call walks its arguments (`fluxjax._slots.walk(..., functions=True)`): every array in them, in the
+closure cells and globals the user's functions read, and the global RNG key, becomes an input of the
+program; everything else the trace can read (the structure, static fields, closure and global values
+that are not arrays, dict order, Flux's automatic mode) is in the cache key. Inside, the program runs
+the function in a `Region` that swaps the traced inputs into the live objects, and returns, besides the
+function's output, every array the function rebound (`update_`, BatchNorm statistics, Dropout keys, the
+global key): the call writes those back into the caller's objects. A warm call reuses its last walk
+(`plan.py`) while nothing it depends on has changed.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import threading
+import types
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+from jax._src.core import trace_state_clean  # no public API says whether a trace is under way
+from jax.sharding import SingleDeviceSharding
+
+from .._slots import Slot, Walk, set_many, static_key, walk
+from ..random import default_key, default_rng
+from ..state import _TRACER_ERROR, _stack, commit, mode_context, run_in_region
+from .options import with_defaults
+from .plan import Plan
+
+MAX_PROGRAMS = 32  # compiled programs one `fluxjax.jit` function keeps (least recently used dropped)
+_MANY = object()  # an entry whose programs (one per input shapes) return differently structured outputs
+_REFUSED = ("in_shardings", "out_shardings", "donate_argnames")
+
+
+class Entry:
+    """One cache entry: the program for one structure of the arguments (jax retraces it per shapes)."""
+
+    __slots__ = ("top", "_nested", "_pure", "_jit_kwargs", "extra_slots", "extra_index", "out_trees", "out_tree",
+                 "current", "effects", "shared", "split", "traces")
+
+    def __init__(self, pure: Callable, jit_kwargs: dict, shared: tuple | None, split: tuple | None):
+        self._pure, self._jit_kwargs = pure, jit_kwargs
+        self.top = jax.jit(pure, **with_defaults(jit_kwargs))
+        self._nested = None
+        self.extra_slots: list[Slot] = []  # objects the function rebinds that are not among its inputs
+        self.extra_index: dict[tuple, int] = {}
+        self.out_trees: dict[tuple, Any] = {}  # input avals -> output structure
+        self.out_tree: Any = None  # the one output structure, or _MANY
+        self.current: tuple | None = None  # (box, walk, statics) of the call being traced
+        self.effects: bool | None = None  # whether the program has side effects (known once traced)
+        self.shared = shared  # see _sharing_pattern
+        self.split = split  # (donated inputs, kept inputs) when the caller donates arguments
+        self.traces = 0  # how many times the function has been traced for this entry
+
+    def program(self) -> Callable:
+        """The compiled program: with fluxjax's compiler options at top level; without them under
+        another trace (`jax.jit` takes compiler options only at top level)."""
+        if trace_state_clean():
+            return self.top
+        if self._nested is None:
+            self._nested = jax.jit(self._pure, **self._jit_kwargs)
+        return self._nested
+
+    def note_output(self, leaves: Sequence, tree: Any) -> None:
+        """At trace time: the output structure for these (traced) inputs."""
+        self.traces += 1
+        self.out_trees[_avals(leaves)] = tree
+        self.out_tree = tree if self.out_tree is None or (self.out_tree is not _MANY and self.out_tree == tree) else _MANY
+
+    def call(self, leaves: list) -> tuple[list, dict, dict, Any]:
+        """Run the program on its inputs: `(output leaves, changed, extra, output structure)`."""
+        program = self.program()
+        args = (leaves,) if self.split is None else tuple([leaves[i] for i in part] for part in self.split)
+        if self.effects is None:  # jax caches this trace: the call below does not trace again
+            self.effects = bool(program.trace(*args).jaxpr.effects)
+        out_leaves, changed, extra = program(*args)
+        if self.effects:
+            # a host callback can fail after dispatch returns: its error must surface before
+            # anything is written back, not on some later read of the model
+            try:
+                jax.block_until_ready((out_leaves, changed, extra))
+            except Exception:
+                _forget_failed_tokens()
+                raise
+        tree = self.out_tree
+        if tree is _MANY:
+            tree = self.out_trees[_avals(leaves)]
+        return out_leaves, changed, extra, tree
+
+
+def _avals(leaves: Sequence) -> tuple:
+    out = []
+    for x in leaves:
+        a = jax.typeof(x)
+        out.append((a.shape, jax.dtypes.canonicalize_dtype(a.dtype), a.weak_type))
+    return tuple(out)
+
+
+def _commit_beside(w: Walk) -> None:
+    """Commit the uncommitted arrays of a call that has committed ones on a single device to that
+    device, rebinding them where they are (the model's arrays too; the values do not change).
+
+    jax compiles a call apart for each pattern of committed arguments, and a program that takes one
+    committed array returns committed ones. A model made on the default device, stepped on
+    `device_put` data, would have its step compiled twice: for the first call, and again for every
+    later one, whose model arrays are the first call's committed outputs."""
+    device = None
+    leaves = w.leaves[:w.starts[-1]]  # not the global key (the box's last item): it stays where it is
+    for v in leaves:
+        if isinstance(v, jax.core.Tracer):
+            return
+        if isinstance(v, jax.Array) and v.committed:
+            if not isinstance(v.sharding, SingleDeviceSharding) or device not in (None, v.sharding):
+                return  # several devices: placement is the caller's (see fluxjax.parallel)
+            device = v.sharding
+    if device is None:
+        return
+    placed: dict[int, jax.Array] = {}  # arrays held in several places stay one array
+    for i, v in enumerate(leaves):
+        if isinstance(v, jax.Array) and not v.committed:
+            new = placed.get(id(v))
+            if new is None:
+                new = placed[id(v)] = jax.device_put(v, device)
+            w.slots[i].set(new)
+            w.leaves[i] = new
+
+
+def _sharing_pattern(leaves: list) -> tuple | None:
+    """Which leaves are the very same jax array (optimiser leaves share their `βt` and
+    hyperparameters, see fluxjax/_sharing.py): for each leaf, its position among the distinct ones,
+    or None when no two are the same. The compiled program takes each distinct array once and returns
+    one output where several slots are rebound to one new array, so it is cached by this too."""
+    first: dict[int, int] = {}
+    pos = [first.setdefault(id(v), len(first)) if isinstance(v, jax.Array) else first.setdefault(("slot", i), len(first))
+           for i, v in enumerate(leaves)]
+    return tuple(pos) if len(first) < len(leaves) else None
+
+
+def _distinct(leaves: list, shared: tuple | None) -> list:
+    """The compiled program's inputs: each distinct array of `leaves` once (see `_sharing_pattern`)."""
+    if shared is None:
+        return leaves
+    out = [None] * (max(shared) + 1)
+    for v, p in zip(leaves, shared):
+        out[p] = v
+    return out
+
+
+def _covered(slot: Slot, before: Any, walked: set) -> bool:
+    """Whether a write of a whole field (`update_` rebinding `Leaf.state`) is already carried by the
+    walked slots: the new value has the old structure and each of its arrays is in a walked slot."""
+    leaves, treedef = jax.tree_util.tree_flatten(slot.get())
+    return treedef == jax.tree_util.tree_structure(before) and all(id(v) in walked for v in leaves)
+
+
+def _forget_failed_tokens() -> None:
+    """Drop the effect tokens of a program that failed after dispatch. jax keeps the failed token as
+    the input of the next program with the same ordered effect, which would then fail with the old
+    error forever; a failure raised during dispatch leaves the previous token, so this restores that."""
+    from jax._src import dispatch  # no public API resets one effect's token
+
+    tokens = dispatch.runtime_tokens
+    for table in (tokens.current_tokens, tokens.output_runtime_tokens):
+        for k, tok in list(table.items()):
+            try:
+                tok.block_until_ready()
+            except Exception:
+                del table[k]
+
+
+def _argnums(v: Any, n: int | None = None) -> tuple:
+    if v is None:
+        return ()
+    return (v,) if isinstance(v, (int, str)) else tuple(v)
+
+
+def _no_tracers(changed: dict, extra: dict) -> None:
+    """At top level a traced new value means the call ran under a plain jax transformation (`jax.vmap`
+    of a `fluxjax.jit` function with BatchNorm in train mode): writing it would leave a tracer in a
+    model, so refuse before anything is written."""
+    for v in (*changed.values(), *extra.values()):
+        if any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(v)):
+            raise RuntimeError(_TRACER_ERROR.format(what="a fluxjax.jit function"))
+
+
+class Jitted:
+    """A function of models and arrays compiled with `jax.jit`; see `jit`."""
+
+    def __init__(self, fn: Callable, **jit_kwargs: Any):
+        for k in _REFUSED:
+            if k in jit_kwargs:
+                raise TypeError(f"fluxjax.jit does not take {k}=: place arrays with jax.device_put or "
+                                "fluxjax.parallel.shard_ (the program follows its inputs' shardings), and donate "
+                                "by position with donate_argnums=")
+        self.fn = fn
+        self.static_argnums = _argnums(jit_kwargs.pop("static_argnums", None))
+        self.static_argnames = _argnums(jit_kwargs.pop("static_argnames", None))
+        self.donate_argnums = _argnums(jit_kwargs.pop("donate_argnums", None))
+        self.jit_kwargs = jit_kwargs
+        self._cache: collections.OrderedDict[Any, Entry] = collections.OrderedDict()
+        self._plan: Plan | None = None  # the last call's walk, reused while it still fits
+        self._lock = threading.RLock()  # one call at a time: a call swaps tracers into live objects
+        functools.update_wrapper(self, fn)
+
+    def __get__(self, obj: Any, objtype: type | None = None) -> Any:
+        """`@fluxjax.jit` on a method: the object is the first argument (walked like any model)."""
+        return self if obj is None else types.MethodType(self, obj)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            return self._call(args, kwargs)
+
+    def _statics(self, args: tuple, kwargs: dict) -> tuple[dict, dict]:
+        n = len(args)
+        pos = {}
+        for i in self.static_argnums:
+            if not -n <= i < n:
+                raise TypeError(f"fluxjax.jit: static_argnums names argument {i}, but the call has {n} positional arguments")
+            pos[i % n] = args[i]
+        return pos, {k: kwargs[k] for k in self.static_argnames if k in kwargs}
+
+    def _call(self, args: tuple, kwargs: dict) -> Any:
+        mode = mode_context()
+        default_key()  # the global key exists before the walk, so that it is an input
+        plan = self._plan
+        leaves = None
+        if plan is not None and not kwargs and plan.matches(args, mode):
+            leaves = plan.load(args)  # None when arrays the program takes as one are no longer one
+            if leaves is None:
+                plan.release()
+        if leaves is not None:
+            box, w, entry, statics = plan.box, plan.walk, plan.entry, ({}, {})
+        else:
+            plan = None
+            statics = self._statics(args, kwargs) if self.static_argnums or self.static_argnames else ({}, {})
+            pos, kw = statics
+            dyn_kwargs = {k: v for k, v in kwargs.items() if k not in kw}
+            box = [*(None if i in pos else a for i, a in enumerate(args)), dyn_kwargs, self.fn, default_rng]
+            w = walk(box, functions=True)
+            if not _stack():
+                _commit_beside(w)
+            shared = _sharing_pattern(w.leaves)
+            key = (w.signature, shared, mode, len(args), static_key(tuple(sorted(pos.items()))),
+                   static_key(tuple(sorted(kw.items()))))
+            entry = self._cache.get(key)
+            if entry is None:
+                entry = self._cache[key] = self._make(len(args), shared, self._donated(w, shared, pos))
+                while len(self._cache) > MAX_PROGRAMS:
+                    self._cache.popitem(last=False)
+            else:
+                self._cache.move_to_end(key)
+            leaves = _distinct(w.leaves, shared)
+        entry.current = (box, w, statics)
+        traces = entry.traces
+        try:
+            out_leaves, changed, extra, tree = entry.call(leaves)
+        except BaseException:
+            if plan is None and traces == 0 and entry.traces == 0:
+                self._cache.pop(key, None)  # a failed first trace leaves no entry behind
+            raise
+        finally:
+            entry.current = None
+        if not _stack():
+            _no_tracers(changed, extra)
+        if plan is not None:
+            plan.store(changed, commit if _stack() else None)
+        elif _stack():
+            for where, v in changed.items():
+                for i in where:
+                    commit(w.slots[i], v)
+        else:
+            set_many(w.slots, [(i, v) for where, v in changed.items() for i in where])
+        for k, v in extra.items():
+            commit(entry.extra_slots[k], v)
+        if plan is None and not kwargs and not statics[0] and w.reusable:
+            plan = self._plan = Plan(box, w, entry, len(args), mode)
+        if plan is not None:
+            if entry.traces != traces:  # what the trace's own Python code changed is not a change
+                plan.refresh()
+            plan.release()
+        return jax.tree_util.tree_unflatten(tree, out_leaves)
+
+    def _donated(self, w: Walk, shared: tuple | None, statics: dict) -> tuple | None:
+        """`(donated inputs, kept inputs)` of the program for `donate_argnums`: the distinct inputs
+        every one of whose slots lies in a donated argument."""
+        if not self.donate_argnums:
+            return None
+        n = len(w.starts) - 3  # the box's items after the arguments: keywords, the function, the key
+        ends = [*w.starts[1:], len(w.leaves)]
+        donated_leaf = [False] * len(w.leaves)
+        for i in self.donate_argnums:
+            if not -n <= i < n or i % n in statics:
+                raise TypeError(f"fluxjax.jit: donate_argnums names argument {i}, which is not a traced "
+                                f"argument of this call ({n} positional)")
+            for j in range(w.starts[i % n], ends[i % n]):
+                donated_leaf[j] = True
+        at = list(range(len(w.leaves))) if shared is None else list(shared)
+        n_inputs = max(at, default=-1) + 1
+        ok = [True] * n_inputs
+        for j, p in enumerate(at):
+            ok[p] = ok[p] and donated_leaf[j]
+        return (tuple(p for p in range(n_inputs) if ok[p]), tuple(p for p in range(n_inputs) if not ok[p]))
+
+    def _make(self, n_args: int, shared: tuple | None, split: tuple | None) -> Entry:
+        entry: Entry
+
+        def pure(*parts):
+            if split is None:
+                (leaves,) = parts
+            else:
+                leaves = [None] * (len(split[0]) + len(split[1]))
+                for part, values in zip(split, parts):
+                    for p, v in zip(part, values):
+                        leaves[p] = v
+            box, w, (pos, kw) = entry.current
+            xs = leaves if shared is None else [leaves[p] for p in shared]
+
+            def run():  # the arguments are read from the box once the traced values are in it
+                args = box[:n_args]
+                for i, v in pos.items():
+                    args[i] = v
+                return box[n_args + 1](*args, **box[n_args], **kw)
+
+            def collect(region):
+                # one output for each new value, keyed by the slots it goes to
+                new: dict[int, tuple[Any, list[int]]] = {}
+                now = set()
+                for i, slot in enumerate(w.slots):
+                    v = slot.get()
+                    now.add(id(v))
+                    if v is not xs[i]:
+                        new.setdefault(id(v), (v, []))[1].append(i)
+                changed = {tuple(where): v for v, where in new.values()}
+                idents = {s.ident() for s in w.slots}
+                extra = {}
+                for ident, slot in region.written.items():
+                    if ident in idents or _covered(slot, region.before[ident], now):
+                        continue
+                    k = entry.extra_index.get(ident)
+                    if k is None:
+                        k = entry.extra_index[ident] = len(entry.extra_slots)
+                        entry.extra_slots.append(slot)
+                    extra[k] = slot.get()
+                return changed, extra
+
+            out, (changed, extra) = run_in_region(run, zip(w.slots, xs), collect)
+            out_leaves, tree = jax.tree_util.tree_flatten(out)
+            entry.note_output(leaves, tree)
+            return out_leaves, changed, extra
+
+        kwargs = dict(self.jit_kwargs)
+        if split is not None:
+            kwargs["donate_argnums"] = (0,)
+        entry = Entry(pure, kwargs, shared, split)
+        return entry
+
+    def cache_size(self) -> int:
+        """Number of distinct argument structures compiled (not counting jax's own shape retraces)."""
+        return len(self._cache)
+
+
+def jit(fn: Callable | None = None, **jit_kwargs: Any) -> Any:
+    """Compile a function of models, optimiser states and arrays (`fluxjax.jit(step)`).
+
+    Models travel as their array leaves. Everything the function rebinds on its arguments (`update_`,
+    BatchNorm statistics, Dropout keys) and on what its code reads (models and arrays in closure cells
+    and globals, the global RNG key) comes out of the compiled program and is written back into the
+    caller's objects. A call computes what the eager call computes: whatever the trace reads that is
+    not an array (structure, static fields, closure and global values, dict order, the train/test mode
+    Flux would pick) is part of the cache key, so a change retraces. Python side effects run while
+    tracing, as under `jax.jit`. One call runs at a time (a lock); the last `MAX_PROGRAMS` structures
+    are kept compiled.
+
+    Keywords go to `jax.jit`. `static_argnums`/`static_argnames` and `donate_argnums` refer to the
+    function's own arguments; on a CPU the program is scheduled by XLA's memory-optimised scheduler
+    (faster for Flux's layers there, see fluxjax/compiled/options.py) unless `compiler_options` names
+    another `xla_cpu_scheduler_type`. A call whose arrays include some committed to one device
+    (`jax.device_put(x, device)`) commits the others there too, the model's included, so that the step
+    compiles once. On a method (`@fluxjax.jit def __call__(self, x)`), the object is the first argument.
+
+    ```python
+    >>> import fluxjax as Flux, jax.numpy as jnp
+    >>> model = Flux.Dense(2, 1)
+    >>> opt_state = Flux.setup(Flux.Descent(0.1), model)
+    >>> @Flux.jit
+    ... def step(model, opt_state, x, y):
+    ...     loss, (g,) = Flux.withgradient(lambda m: Flux.mse(m(x), y), model)
+    ...     Flux.update_(opt_state, model, g)
+    ...     return loss
+    >>> x, y = jnp.ones((2, 4)), jnp.zeros((1, 4))
+    >>> bool(step(model, opt_state, x, y) > step(model, opt_state, x, y))
+    True
+    ```
+    """
+    if fn is None:
+        return lambda f: Jitted(f, **jit_kwargs)
+    return Jitted(fn, **jit_kwargs)

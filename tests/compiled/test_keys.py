@@ -1,0 +1,178 @@
+"""Class 3: whatever a trace reads that is not a traced input is in the cache key (or the call retraces):
+named-Chain order, in-place reordering, static fields kept alive, closure cells, globals, random draws,
+Flux's automatic train/test mode."""
+
+import dataclasses
+import functools
+import gc
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import fluxjax as Flux
+from fluxjax.losses import mse
+
+X = jnp.arange(1.0, 7.0).reshape(3, 2)
+_apply = Flux.jit(lambda m, x: m(x))
+
+
+def test_named_chain_order_is_part_of_the_key():
+    a, b = Flux.Dense(3, 3), Flux.Dense(3, 3, Flux.relu)
+    for m in (Flux.Chain(a=a, b=b), Flux.Chain(b=b, a=a), Flux.Chain(a=a, b=b)):
+        np.testing.assert_allclose(_apply(m, X), m(X), rtol=1e-6)
+
+
+def test_reordering_layers_is_seen():
+    m = Flux.Chain(Flux.Dense(3, 3, Flux.relu), Flux.Dense(3, 3), Flux.Dense(3, 3, jnp.tanh))
+    named = Flux.Chain(a=Flux.Dense(3, 3, Flux.relu), b=Flux.Dense(3, 3), c=Flux.Dense(3, 3, jnp.tanh))
+    for perm in ([2, 0, 1], [1, 2, 0], [0, 2, 1]):
+        _apply(m, X)
+        m.layers = tuple(m.layers[i] for i in perm)
+        np.testing.assert_allclose(_apply(m, X), m(X), rtol=1e-6)
+        _apply(named, X)
+        items = list(named.layers.items())
+        named.layers.clear()  # the same dict, reordered in place
+        named.layers.update(items[i] for i in perm)
+        np.testing.assert_allclose(_apply(named, X), named(X), rtol=1e-6)
+
+
+@dataclasses.dataclass  # unhashable (eq without frozen)
+class Config:
+    scale: float
+
+
+@Flux.layer
+class Scaled:
+    def __init__(self, cfg):
+        self.w = jnp.ones(3)
+        self.cfg = cfg
+
+    def __call__(self, x):
+        return self.w[:, None] * x * self.cfg.scale
+
+
+def test_unhashable_static_fields_are_keyed_by_contents_and_kept_alive():
+    for s in (2.0, 3.0, 5.0):
+        lay = Scaled(Config(s))  # a fresh config each time: a freed one's address may be reused
+        np.testing.assert_allclose(_apply(lay, X), X * s, rtol=1e-6)
+        del lay
+        gc.collect()
+    lay = Scaled(Config(1.0))
+    _apply(lay, X)
+    lay.cfg.scale = 4.0  # mutated in place
+    np.testing.assert_allclose(_apply(lay, X), X * 4.0, rtol=1e-6)
+
+
+def _scaled_loss(s):
+    def loss(m, x):
+        return jnp.sum(m(x)) * s
+    return loss
+
+
+def test_closure_cells_of_a_function_argument():
+    f = Flux.jit(lambda fn, m, x: fn(m, x))
+    m = Flux.Dense(3, 2)
+    loss = _scaled_loss(1.0)
+    for s in (1.0, 2.0, -3.0):
+        loss.__closure__[0].cell_contents = s
+        np.testing.assert_allclose(f(loss, m, X), jnp.sum(m(X)) * s, rtol=1e-5)
+
+
+BETA = 1.0
+OFFSET = jnp.zeros(())
+
+
+def _beta_loss(m, x, y):
+    return BETA * mse(m(x), y) + OFFSET
+
+
+def test_globals_read_by_the_function_and_by_what_it_calls():
+    global BETA, OFFSET
+    f = Flux.jit(lambda m, x: _beta_loss(m, x, 0.0))
+    m = Flux.Dense(3, 2)
+    for b, o in ((1.0, 0.0), (2.0, 0.0), (2.0, 5.0)):
+        BETA, OFFSET = b, jnp.asarray(o)
+        np.testing.assert_allclose(f(m, X), b * mse(m(X), 0.0) + o, rtol=1e-5)
+    BETA, OFFSET = 1.0, jnp.zeros(())
+
+
+def test_train_with_a_global_changed_between_epochs_matches_jit_false():
+    global BETA
+    Flux.seed_(0)
+    m = Flux.Dense(3, 2)
+    ref = Flux.fmap(lambda v: v, m)
+    o, oref = Flux.setup(Flux.Descent(0.1), m), Flux.setup(Flux.Descent(0.1), ref)
+    data = [(X, jnp.ones((2, 2)))] * 3
+    for beta in (1.0, 0.0, 3.0):
+        BETA = beta
+        Flux.train_(_beta_loss, m, data, o)
+        Flux.train_(_beta_loss, ref, data, oref, jit=False)
+        np.testing.assert_allclose(m.weight, ref.weight, rtol=1e-5)
+    BETA = 1.0
+
+
+def test_a_closure_over_a_model_sees_its_updates():
+    m = Flux.Dense(3, 2)
+    f = Flux.jit(lambda x: m(x))
+    f(X)
+    m.weight = m.weight * 2  # rebinding through setattr
+    np.testing.assert_allclose(f(X), m(X), rtol=1e-6)
+    Flux.loadmodel_(m, Flux.Dense(3, 2))
+    np.testing.assert_allclose(f(X), m(X), rtol=1e-6)
+
+
+def test_random_draws_are_fresh_each_call_and_reproducible_from_the_seed():
+    f = Flux.jit(lambda x: x + Flux.randn32(3))
+    g = Flux.jit(lambda x: x + jax.random.normal(Flux.random.next_key(), (3,)))
+    for h in (f, g):
+        Flux.seed_(7)
+        a, b = h(jnp.zeros(3)), h(jnp.zeros(3))
+        assert not np.allclose(a, b)
+        Flux.seed_(7)
+        np.testing.assert_array_equal(h(jnp.zeros(3)), a)
+
+
+def test_noise_in_a_loss_under_train_differs_per_step():
+    seen = []
+
+    def loss(m, x):
+        eps = Flux.randn32(2, 2)
+        return jnp.sum(m(x) * eps)
+
+    m = Flux.Dense(3, 2)
+    st = Flux.setup(Flux.Descent(0.0), m)  # no learning: only the noise changes the loss
+    for _ in range(3):
+        seen.append(float(Flux.trainstep_(loss, m, X, st)))
+    assert len(set(seen)) == 3
+
+
+def test_automatic_mode_is_part_of_the_key():
+    Flux.seed_(0)
+    bn, ref = Flux.BatchNorm(3), Flux.BatchNorm(3)
+    x = jnp.arange(12.0).reshape(3, 4)
+    f = Flux.jit(lambda m, x: m(x))
+    np.testing.assert_allclose(f(bn, x), ref(x), rtol=1e-6)  # test mode outside gradient
+    w = jnp.arange(12.0).reshape(3, 4) / 12
+    g = Flux.gradient(lambda m: jnp.sum(jnp.sin(f(m, x)) * w), bn)[0]
+    gref = Flux.gradient(lambda m: jnp.sum(jnp.sin(m(x)) * w), ref)[0]
+    assert np.abs(gref.gamma).min() > 1e-3  # batch statistics (test mode would give other numbers)
+    np.testing.assert_allclose(g.gamma, gref.gamma, rtol=1e-5)
+    np.testing.assert_allclose(bn.mu, ref.mu, rtol=1e-6)  # and the statistics moved alike
+    np.testing.assert_allclose(f(bn, x), ref(x), rtol=1e-6)
+
+
+def test_an_equal_partial_and_lambda_share_one_program():
+    def lossw(m, x, y, w):
+        return w * mse(m(x), y)
+
+    from fluxjax.optimise import train as train_mod
+
+    m = Flux.Dense(3, 2)
+    st = Flux.setup(Flux.Descent(0.1), m)
+    before = train_mod._compiled.cache_size()
+    for _ in range(3):
+        Flux.train_(functools.partial(lossw, w=1.0), m, [(X, jnp.zeros((2, 2)))], st)
+    assert train_mod._compiled.cache_size() == before + 1
+    Flux.train_(functools.partial(lossw, w=2.0), m, [(X, jnp.zeros((2, 2)))], st)  # another value: another program
+    assert train_mod._compiled.cache_size() == before + 2

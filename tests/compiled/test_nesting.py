@@ -1,0 +1,90 @@
+"""Class 5: no tracer is ever left in a model, under plain jax transformations, new attributes set
+inside a region, `checkpointed`, and `fluxjax.jit` called inside another trace."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import fluxjax as Flux
+
+X = jnp.arange(8.0).reshape(2, 4)
+
+
+def _no_tracers(m):
+    assert not any(isinstance(a, jax.core.Tracer) for a in jax.tree_util.tree_leaves(m))
+    for lay in Flux.modules(m):
+        assert not any(isinstance(v, jax.core.Tracer) for v in getattr(lay, "__dict__", {}).values())
+
+
+def test_train_mode_batchnorm_under_jax_grad_of_the_input_writes_concrete_statistics():
+    bn = Flux.trainmode_(Flux.BatchNorm(2))
+    f = Flux.jit(lambda m, x: m(x))
+    jax.grad(lambda x: jnp.sum(f(bn, x) * jnp.arange(8.0).reshape(2, 4)))(X)  # the statistics have no tangent
+    _no_tracers(bn)
+    np.testing.assert_allclose(bn.mu, 0.1 * np.mean(np.asarray(X), axis=1), rtol=1e-6)
+
+
+@pytest.mark.parametrize("outer", ["vmap", "jax.jit"])
+def test_train_mode_batchnorm_under_a_plain_transformation_raises_and_is_untouched(outer):
+    bn = Flux.trainmode_(Flux.BatchNorm(2))
+    mu = np.asarray(bn.mu)
+    f = Flux.jit(lambda m, x: m(x))
+    xs = jnp.ones((3, 2, 4)) * jnp.arange(3.0)[:, None, None]
+    run = {"vmap": lambda: jax.vmap(lambda x: f(bn, x))(xs),
+           "jax.jit": lambda: jax.jit(lambda x: f(bn, x))(X)}[outer]
+    with pytest.raises(RuntimeError, match="fluxjax.jit"):
+        run()
+    _no_tracers(bn)
+    np.testing.assert_array_equal(bn.mu, mu)
+
+
+def test_test_mode_model_under_vmap_and_jax_jit_works():
+    m = Flux.Chain(Flux.Dense(2, 3), Flux.BatchNorm(3))
+    f = Flux.jit(lambda m, x: m(x))
+    xs = jnp.ones((3, 2, 4))
+    np.testing.assert_allclose(jax.vmap(lambda x: f(m, x))(xs), jax.vmap(m)(xs), rtol=1e-6)
+    np.testing.assert_allclose(jax.jit(lambda x: f(m, x))(X), m(X), rtol=1e-6)
+    g = jax.grad(lambda x: jnp.sum(f(m, x)))(X)
+    np.testing.assert_allclose(g, jax.grad(lambda x: jnp.sum(m(x)))(X), rtol=1e-6)
+
+
+def _sets_attributes(d):
+    d.extra = d.weight * 2  # a new attribute
+    d.weight = d.weight + 0.0  # an existing one
+    return jnp.sum(d(X))
+
+
+@pytest.mark.parametrize("how", ["gradient", "withgradient", "jit", "jit of gradient"])
+def test_setting_attributes_inside_a_region_leaves_no_tracer(how):
+    d = Flux.Dense(2, 2)
+    w = np.asarray(d.weight)
+    run = {"gradient": lambda: Flux.gradient(_sets_attributes, d),
+           "withgradient": lambda: Flux.withgradient(_sets_attributes, d),
+           "jit": lambda: Flux.jit(_sets_attributes)(d),
+           "jit of gradient": lambda: Flux.jit(lambda d: Flux.gradient(_sets_attributes, d))(d)}[how]
+    run()
+    _no_tracers(d)
+    np.testing.assert_allclose(d.extra, 2 * w, rtol=1e-6)  # the write lands, as in Flux
+    np.testing.assert_allclose(d.weight, w, rtol=1e-6)
+
+
+def test_checkpointed_with_batchnorm_inside_gradient():
+    Flux.seed_(0)
+    m = Flux.Chain(Flux.Dense(2, 3), Flux.BatchNorm(3))
+    ref = Flux.fmap(lambda v: v, m)
+    g = Flux.gradient(lambda m: jnp.sum(Flux.checkpointed(lambda z: z(X), m) ** 2), m)[0]
+    gref = Flux.gradient(lambda m: jnp.sum(m(X) ** 2), ref)[0]
+    np.testing.assert_allclose(g.layers[0].weight, gref.layers[0].weight, rtol=1e-5)
+    np.testing.assert_allclose(m[1].mu, ref[1].mu, rtol=1e-6)
+    _no_tracers(m)
+    np.testing.assert_allclose(Flux.checkpointed(lambda a, b: a * b, 2.0, jnp.ones(2)), [2.0, 2.0])
+
+
+def test_jit_inside_jit_and_inside_gradient():
+    m = Flux.Dense(2, 3)
+    inner = Flux.jit(lambda m, x: m(x))
+    outer = Flux.jit(lambda m, x: jnp.sum(inner(m, x)))
+    np.testing.assert_allclose(outer(m, X), jnp.sum(m(X)), rtol=1e-6)
+    g = Flux.gradient(lambda m: outer(m, X), m)[0]
+    np.testing.assert_allclose(g.weight, Flux.gradient(lambda m: jnp.sum(m(X)), m)[0].weight, rtol=1e-6)
