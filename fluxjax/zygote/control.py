@@ -10,8 +10,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..functors import is_array
 from .._slots import walk
+from ..functors import is_array
 from ..state import commit, run_in_region, within_gradient, written
 
 
