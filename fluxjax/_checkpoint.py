@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 from typing import Any, NamedTuple
@@ -31,13 +32,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._loading import CheckpointError, StructureMismatch, plan_load, state
+from ._flat import shape_of
+from ._loading import CheckpointError, StructureMismatch, array_paths, plan_load, show_path, state
+from .errors import DimensionMismatch
 from .functors import is_array
 from .random import is_typed_key
 
 FORMAT = "fluxjax-checkpoint"
 VERSION = 1
 _ITEMS = ("arrays", "meta")
+_MAX_META = 256 * 2**20  # the JSON metadata of a model with millions of arrays stays far below this
 
 
 class Checkpoint(NamedTuple):
@@ -198,7 +202,72 @@ def _steps(path: str) -> list[int]:
     return sorted(int(n) for n in os.listdir(path) if re.fullmatch(r"\d+", n) and os.path.isdir(os.path.join(path, n)))
 
 
-def _read(path: str, step: int | None) -> tuple[dict, dict, int]:
+def _check_info(info: Any, where: str) -> None:
+    """The metadata's table of arrays, validated before anything is read: plain numeric dtypes, shapes of
+    non-negative ints whose byte count int64 can hold, a sha256 each."""
+    if not isinstance(info, dict):
+        raise CheckpointError(f"load: {where!r}: the metadata's array table is not a mapping")
+    for k, d in info.items():
+        if not isinstance(d, dict) or set(d) != {"dtype", "shape", "sha256"} or not isinstance(d["sha256"], str):
+            raise CheckpointError(f"load: {where!r}: array {k!r} has a malformed metadata entry {d!r:.80}")
+        try:
+            dt = np.dtype(d["dtype"]) if isinstance(d["dtype"], str) else None
+        except TypeError:
+            dt = None
+        if dt is None or dt.hasobject or dt.fields or dt.subdtype:
+            raise CheckpointError(f"load: {where!r}: array {k!r} has dtype {d['dtype']!r}, not a plain numeric dtype")
+        shape = d["shape"]
+        if not isinstance(shape, list) or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape):
+            raise CheckpointError(f"load: {where!r}: array {k!r} has an invalid shape {shape!r:.80}")
+        if math.prod(shape) * dt.itemsize >= 2**63:
+            raise CheckpointError(f"load: {where!r}: array {k!r} claims shape {shape}, past what int64 can count")
+
+
+def _check_on_disk(where: str, info: dict) -> None:
+    """orbax's own record of the arrays (read from tensorstore's metadata, no data) must be what the
+    metadata says, before any array is restored."""
+    from etils import epath
+
+    ocp = _ocp()
+    tree = ocp.PyTreeCheckpointHandler().metadata(epath.Path(where) / "arrays").tree
+    disk = {k: (tuple(m.shape), np.dtype(m.dtype)) for k, m in dict(tree).items()}
+    want = {k: (tuple(d["shape"]), np.dtype(d["dtype"])) for k, d in info.items()}
+    if disk != want:
+        bad = sorted(k for k in set(disk) | set(want) if disk.get(k) != want.get(k))
+        raise CheckpointError(f"load: {where!r}: the arrays on disk do not match the metadata (arrays {bad[:8]})")
+
+
+def _refs(v: Any, path: tuple, where: str, out: list) -> list[tuple[tuple, str]]:
+    """`(path, array name)` for every array an encoded structure refers to."""
+    stack = [(v, path)]
+    while stack:
+        v, path = stack.pop()
+        if isinstance(v, dict) and "array" in v:
+            out.append((path, v["array"]))
+            continue
+        if not isinstance(v, dict) or len(v) != 1:
+            raise CheckpointError(f"{where}: malformed structure entry {v!r:.80}")
+        (tag, body), = v.items()
+        if tag == "dict" and isinstance(body, list):
+            stack.extend((e[1], path + (_decode(e[0], {}, where),)) for e in reversed(body))
+        elif tag in ("tuple", "list") and isinstance(body, list):
+            stack.extend((e, path + (i,)) for i, e in reversed(list(enumerate(body))))
+    return out
+
+
+def _check_shapes(encoded: Any, dst: Any, info: dict, where: str, name: str) -> None:
+    """Every array the checkpoint would load into `dst` has `dst`'s shape there: a mismatch is a
+    `DimensionMismatch` raised before the array is read."""
+    want = {p: shape_of(a) for p, a in array_paths(dst)}
+    for p, n in _refs(encoded, (), where, []):
+        if p in want and n in info and tuple(info[n]["shape"]) != want[p]:
+            raise DimensionMismatch(f"load: {where!r}: {name}: {show_path(p)}: tried to load size "
+                                    f"{tuple(info[n]['shape'])} array into size {want[p]}")
+
+
+def _read(path: str, step: int | None, targets: tuple = ()) -> tuple[dict, dict, int]:
+    """Read step `step` (None: the newest): the metadata first, validated (`_check_info`, orbax's record of
+    the arrays, the shapes of `targets`, `[(key, dst, name)]`), and only then the arrays."""
     if not os.path.exists(path):
         raise FileNotFoundError(f"load: no checkpoint directory {path!r}")
     if not os.path.isdir(path):
@@ -213,6 +282,10 @@ def _read(path: str, step: int | None) -> tuple[dict, dict, int]:
     where = os.path.join(path, str(step))
     if not os.path.isdir(os.path.join(where, "meta")):
         raise CheckpointError(f"load: {where!r} is not a fluxjax checkpoint (no meta item)")
+    meta_file = os.path.join(where, "meta", "metadata")
+    if os.path.isfile(meta_file) and os.path.getsize(meta_file) > _MAX_META:
+        raise CheckpointError(f"load: {where!r}: the metadata file is {os.path.getsize(meta_file)} bytes, "
+                              f"more than the {_MAX_META} a fluxjax checkpoint writes")
     ocp = _ocp()
     mgr = _manager(path, create=False)
     try:
@@ -228,12 +301,18 @@ def _read(path: str, step: int | None) -> tuple[dict, dict, int]:
         if body.get("version") != VERSION:
             raise CheckpointError(f"load: {where!r} has format version {body.get('version')}; this fluxjax reads {VERSION}")
         info = body["arrays"]
+        _check_info(info, where)
+        if info:
+            _check_on_disk(where, info)
+        for key, dst, name in targets:
+            if dst is not None and body.get(key) is not None:
+                _check_shapes(body[key], dst, info, where, name)
         arrays: dict[str, np.ndarray] = {}
         if info:
             restore_args = {k: ocp.RestoreArgs(restore_type=np.ndarray) for k in info}
             arrays = dict(mgr.restore(step, args=ocp.args.Composite(
                 arrays=ocp.args.PyTreeRestore(restore_args=restore_args))).arrays)
-    except (CheckpointError, MemoryError):
+    except (CheckpointError, DimensionMismatch):
         raise
     except Exception as e:  # orbax/tensorstore/json raise many types for damaged files
         raise CheckpointError(f"load: cannot read checkpoint {where!r}: {type(e).__name__}: {e}") from e
@@ -269,7 +348,7 @@ def load(path: str | os.PathLike, model: Any = None, opt_state: Any = None, *, s
     ```
     """
     path = os.fspath(path)
-    body, arrays, step = _read(path, step)
+    body, arrays, step = _read(path, step, (("model", model, "model"), ("opt_state", opt_state, "opt_state")))
     where = os.path.join(path, str(step))
     dev: dict[str, Any] = dict(arrays)
     try:

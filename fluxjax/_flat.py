@@ -65,7 +65,8 @@ def atomic_write(path: str, write: Callable[[Any], None]) -> None:
         raise
 
 
-def _shape_of(a: Any) -> tuple:
+def shape_of(a: Any) -> tuple:
+    """The shape an array is stored with (a typed PRNG key: its `key_data`'s)."""
     return tuple(jax.random.key_data(a).shape) if is_typed_key(a) else tuple(np.shape(a))
 
 
@@ -77,7 +78,7 @@ class Expected:
         self.model, self.path, self.fn = model, path, fn
         self.want: dict[str, tuple[tuple, tuple]] = {}
         for p, a in array_paths(model):
-            self.want[key_name(p)] = (p, _shape_of(a))
+            self.want[key_name(p)] = (p, shape_of(a))
         self.absent = {key_name(p) for p, _ in array_paths(model, keep=lambda v: v is False)}
 
     def check_keys(self, have: list[str]) -> list[str]:
@@ -125,4 +126,4 @@ def _substitute(tree: Any, flat: dict[str, Any]) -> Any:
     return go(state(tree), ())
 
 
-__all__ = ["Expected", "atomic_write", "flat_state", "host", "key_name"]
+__all__ = ["Expected", "atomic_write", "flat_state", "host", "key_name", "shape_of"]
