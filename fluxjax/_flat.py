@@ -114,16 +114,25 @@ class Expected:
 
 
 def _substitute(tree: Any, flat: dict[str, Any]) -> Any:
-    def go(v, p):
-        if is_array(v):
-            return flat[key_name(p)]
-        if isinstance(v, dict):
-            return {k: go(e, p + (k,)) for k, e in v.items()}
-        if isinstance(v, (list, tuple)):
-            return type(v)(go(e, p + (i,)) for i, e in enumerate(v))
-        return v
-
-    return go(state(tree), ())
+    """`state(tree)` with every array replaced by `flat[its key]`; iterative, for very deep models."""
+    done: list[Any] = []
+    todo: list[tuple[bool, Any, tuple]] = [(False, state(tree), ())]
+    while todo:
+        closing, v, p = todo.pop()
+        if closing:
+            kind, keys = v
+            vals = done[len(done) - len(keys):]
+            del done[len(done) - len(keys):]
+            done.append(dict(zip(keys, vals)) if kind is dict else kind(vals))
+        elif is_array(v):
+            done.append(flat[key_name(p)])
+        elif isinstance(v, (dict, list, tuple)):
+            keys = list(v) if isinstance(v, dict) else list(range(len(v)))
+            todo.append((True, (dict if isinstance(v, dict) else type(v), keys), p))
+            todo.extend((False, v[k], p + (k,)) for k in reversed(keys))
+        else:
+            done.append(v)
+    return done[0]
 
 
 __all__ = ["Expected", "atomic_write", "flat_state", "host", "key_name", "shape_of"]

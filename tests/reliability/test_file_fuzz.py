@@ -247,7 +247,8 @@ def edit_checkpoint(ck: str, e) -> None:
             body["arrays"][name] = [e["shape"]]
         else:  # point one reference of the model's structure at another array
             other = names[(e["array"] + 1) % len(names)]
-            body["model"] = json.loads(json.dumps(body["model"]).replace(f'"array": "{name}"', f'"array": "{other}"', 1))
+            node = next(n for n in body["nodes"] if isinstance(n, dict) and n.get("array") == name)
+            node["array"] = other
         body = json.dumps(body)
     with open(meta_file, "w") as f:
         json.dump({"fluxjax": body, "sha256": hashlib.sha256(body.encode()).hexdigest()}, f)
