@@ -191,8 +191,11 @@ def _check_on_disk(where: str, info: dict) -> None:
     metadata says, before any array is restored."""
     from etils import epath
 
-    ocp = _ocp()
-    tree = ocp.PyTreeCheckpointHandler().metadata(epath.Path(where) / "arrays").tree
+    handler = _ocp().PyTreeCheckpointHandler()
+    try:
+        tree = handler.metadata(epath.Path(where) / "arrays").tree
+    finally:
+        handler.close()
     disk = {k: (tuple(m.shape), np.dtype(m.dtype)) for k, m in dict(tree).items()}
     want = {k: (tuple(d["shape"]), np.dtype(d["dtype"])) for k, d in info.items()}
     if disk != want:
