@@ -203,19 +203,40 @@ def _check_on_disk(where: str, info: dict) -> None:
         raise CheckpointError(f"load: {where!r}: the arrays on disk do not match the metadata (arrays {bad[:8]})")
 
 
-def _check_shapes(nodes: list, root: int, dst: Any, info: dict, where: str, name: str) -> None:
-    """Every array the checkpoint would load into `dst` has `dst`'s shape there: a mismatch is a
-    `DimensionMismatch` raised before the array is read."""
-    want = {p: shape_of(a) for p, a in array_paths(dst)}
-    for p, n in array_refs(nodes, root, where):
-        if p in want and n in info and tuple(info[n]["shape"]) != want[p]:
-            raise DimensionMismatch(f"load: {where!r}: {name}: {show_path(p)}: tried to load size "
-                                    f"{tuple(info[n]['shape'])} array into size {want[p]}")
+def _needed(body: dict, info: dict, targets: tuple, where: str) -> set[str]:
+    """The arrays `load` must read, decided from the metadata alone: for a target `(key, dst, name)` with a
+    `dst`, the arrays at paths where `dst` holds an array, each of `dst`'s shape there (else
+    `DimensionMismatch`, before anything is read); with no `dst`, all of that part. Arrays at paths where
+    `dst` has no array are never read: `loadmodel_` ignores them (`bias=False`) or reports them from
+    their shape alone. The structure must name exactly the arrays of the table."""
+    refs = {key: array_refs(body["nodes"], body[key], where) for key in ("model", "opt_state")
+            if body.get(key) is not None}
+    named = {n for r in refs.values() for _, n in r}
+    if named != set(info):
+        odd = sorted(named ^ set(info), key=str)[:8]
+        raise CheckpointError(f"load: {where!r}: the structure and the array table disagree (arrays {odd})")
+    needed: set[str] = set()
+    for key, dst, name in targets:
+        if key not in refs:
+            continue
+        if dst is None:
+            needed.update(n for _, n in refs[key])
+            continue
+        want = {p: shape_of(a) for p, a in array_paths(dst)}
+        for p, n in refs[key]:
+            if p not in want:
+                continue
+            if tuple(info[n]["shape"]) != want[p]:
+                raise DimensionMismatch(f"load: {where!r}: {name}: {show_path(p)}: tried to load size "
+                                        f"{tuple(info[n]['shape'])} array into size {want[p]}")
+            needed.add(n)
+    return needed
 
 
-def _read(path: str, step: int | None, targets: tuple = ()) -> tuple[dict, dict, int]:
+def _read(path: str, step: int | None, targets: tuple) -> tuple[dict, dict, int, set[str]]:
     """Read step `step` (None: the newest): the metadata first, validated (`_check_info`, orbax's record of
-    the arrays, the shapes of `targets`, `[(key, dst, name)]`), and only then the arrays."""
+    the arrays, `_needed` for `targets`, `[(key, dst, name)]`), and only then the arrays it needs.
+    Returns the metadata, the arrays, the step and the names of the arrays left unread."""
     if not os.path.exists(path):
         raise FileNotFoundError(f"load: no checkpoint directory {path!r}")
     if not os.path.isdir(path):
@@ -255,27 +276,28 @@ def _read(path: str, step: int | None, targets: tuple = ()) -> tuple[dict, dict,
         _check_info(info, where)
         if info:
             _check_on_disk(where, info)
-        for key, dst, name in targets:
-            if dst is not None and body.get(key) is not None:
-                _check_shapes(body["nodes"], body[key], dst, info, where, name)
+        needed = _needed(body, info, targets, where)
         arrays: dict[str, np.ndarray] = {}
-        if info:
-            restore_args = {k: ocp.RestoreArgs(restore_type=np.ndarray) for k in info}
-            arrays = dict(mgr.restore(step, args=ocp.args.Composite(
-                arrays=ocp.args.PyTreeRestore(restore_args=restore_args))).arrays)
+        if needed:
+            restore_args = {k: ocp.RestoreArgs(restore_type=np.ndarray) for k in info if k in needed}
+            item = {k: np.empty(0) for k in restore_args}  # the structure to read; the values are not used
+            arrays = dict(mgr.restore(step, args=ocp.args.Composite(arrays=ocp.args.PyTreeRestore(
+                item=item, restore_args=restore_args, partial_restore=needed != set(info)))).arrays)
     except (CheckpointError, DimensionMismatch):
         raise
     except Exception as e:  # orbax/tensorstore/json raise many types for damaged files
         raise CheckpointError(f"load: cannot read checkpoint {where!r}: {type(e).__name__}: {e}") from e
     finally:
         mgr.close()
-    if set(arrays) != set(info):
+    if set(arrays) != needed:
         raise CheckpointError(f"load: {where!r}: the arrays on disk do not match the metadata")
-    for k, d in info.items():
-        a = arrays[k]
+    for k in needed:
+        a, d = arrays[k], info[k]
         if a.dtype.name != d["dtype"] or list(a.shape) != d["shape"] or _digest(a) != d["sha256"]:
             raise CheckpointError(f"load: {where!r}: array {k} is corrupted (dtype, shape or checksum mismatch)")
-    return body, arrays, step
+    for k in set(info) - needed:  # never read: a stand-in of the right shape that allocates nothing
+        arrays[k] = np.broadcast_to(np.zeros((), np.dtype(info[k]["dtype"])), tuple(info[k]["shape"]))
+    return body, arrays, step, set(info) - needed
 
 
 def load(path: str | os.PathLike, model: Any = None, opt_state: Any = None, *, step: int | None = None) -> Checkpoint:
@@ -299,11 +321,11 @@ def load(path: str | os.PathLike, model: Any = None, opt_state: Any = None, *, s
     ```
     """
     path = os.fspath(path)
-    body, arrays, step = _read(path, step, (("model", model, "model"), ("opt_state", opt_state, "opt_state")))
+    body, arrays, step, unread = _read(path, step, (("model", model, "model"), ("opt_state", opt_state, "opt_state")))
     where = os.path.join(path, str(step))
     dev: dict[str, Any] = dict(arrays)
     try:
-        m_state, o_state = decode(body["nodes"], [body["model"], body.get("opt_state")], dev, where)
+        m_state, o_state = decode(body["nodes"], [body["model"], body.get("opt_state")], dev, where, unread)
     except CheckpointError:
         raise
     except Exception as e:

@@ -60,11 +60,12 @@ class Encoder:
                 self.nodes[i] = self._array(v)
             elif isinstance(v, dict):
                 pairs = [[self._new(), self._new()] for _ in v]
-                stack.extend(e for (k, x), (ki, xi) in zip(v.items(), pairs) for e in ((k, ki), (x, xi)))
+                # pushed in reverse, so the arrays are named a0, a1, ... in the model's order
+                stack.extend(reversed([e for (k, x), (ki, xi) in zip(v.items(), pairs) for e in ((k, ki), (x, xi))]))
                 self.nodes[i] = {"dict": pairs}
             elif isinstance(v, (tuple, list)):
                 kids = [self._new() for _ in v]
-                stack.extend(zip(v, kids))
+                stack.extend(reversed(list(zip(v, kids))))
                 self.nodes[i] = {"tuple" if isinstance(v, tuple) else "list": kids}
             else:
                 self.nodes[i] = _plain(v)
@@ -170,9 +171,11 @@ def _value(tag: str, body: Any, where: str) -> Any:
     raise CheckpointError(f"{where}: unknown structure entry {tag!r}")
 
 
-def decode(nodes: list, roots: list[int | None], arrays: dict[str, Any], where: str) -> list[Any]:
+def decode(nodes: list, roots: list[int | None], arrays: dict[str, Any], where: str,
+           unread: set[str] = frozenset()) -> list[Any]:
     """Rebuild the trees at `roots` (None stays None); `arrays` maps names to host arrays and is updated
-    to hold the device arrays made, so a tied array comes back as one object."""
+    to hold the device arrays made, so a tied array comes back as one object. The `unread` arrays are
+    stand-ins that were never read (their shape is all a load uses): they stay as they are."""
     vals: list[Any] = [None] * len(nodes)
     need = sorted({i for r in roots if r is not None for i in _reachable(nodes, r, where)}, reverse=True)
     for i in need:  # children have larger indices: they are built first
@@ -182,6 +185,9 @@ def decode(nodes: list, roots: list[int | None], arrays: dict[str, Any], where: 
             if not isinstance(name, str) or name not in arrays:
                 raise CheckpointError(f"{where}: the structure names an array {name!r:.40} that is not on disk")
             a = arrays[name]
+            if name in unread:
+                vals[i] = a
+                continue
             if isinstance(a, np.ndarray):
                 a = arrays[name] = jnp.asarray(a)
             vals[i] = jax.random.wrap_key_data(a, impl=body["key_impl"]) if "key_impl" in body else a

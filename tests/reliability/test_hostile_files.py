@@ -224,3 +224,58 @@ def test_safetensors_model_shape_checked_before_reading(tmp_path):
     with pytest.raises(DimensionMismatch, match=r"other\.safetensors.*layers\[0\]\.weight.*\(5, 3\).*\(4, 3\)"):
         fluxjax.import_safetensors_(m, p)
     assert_same(m, before)
+
+
+# ------------------------------------------------------------------------------------------------
+# fluxjax checkpoints: only what the model needs is read
+
+
+@pytest.fixture
+def restored(monkeypatch):
+    """The names of the arrays each `load` asks orbax to read."""
+    import orbax.checkpoint as ocp
+
+    asked = []
+    real = ocp.args.PyTreeRestore
+
+    def recording(*a, **k):
+        asked.append(sorted(k["restore_args"]))
+        return real(*a, **k)
+
+    monkeypatch.setattr(ocp.args, "PyTreeRestore", recording)
+    return asked
+
+
+def test_checkpoint_arrays_the_model_has_no_place_for_are_never_read(tmp_path, restored):
+    big = Chain(Dense(3, 4), Dense(4, 1024), Dense(1024, 1024))
+    fluxjax.save(tmp_path / "ck", big)
+    m = model()
+    before = snapshot(m)
+    with pytest.raises(fluxjax.StructureMismatch, match=r"ck.*length 3.*length 1"):
+        fluxjax.load(tmp_path / "ck", m)
+    assert_same(m, before)
+    assert restored == [["a0", "a1"]]  # layers[0]'s weight and bias only
+
+
+def test_checkpoint_bias_false_destination_skips_the_file_bias(tmp_path, restored):
+    src = model()
+    fluxjax.save(tmp_path / "ck", src)
+    fluxjax.seed_(8)
+    dst = Chain(Dense(3, 4, bias=False))
+    fluxjax.load(tmp_path / "ck", dst)
+    assert dst[0].bias is False and np.asarray(dst[0].weight).tobytes() == np.asarray(src[0].weight).tobytes()
+    assert restored == [["a0"]]
+    raw = fluxjax.load(tmp_path / "ck").model  # no model: everything is read
+    assert restored[-1] == ["a0", "a1"] and np.array_equal(raw["layers"][0]["bias"], src[0].bias)
+
+
+def test_checkpoint_table_naming_arrays_nothing_refers_to(tmp_path):
+    import hashlib
+
+    fluxjax.save(tmp_path / "ck", model())
+    meta_file = tmp_path / "ck" / "0" / "meta" / "metadata"
+    body = json.loads(json.loads(meta_file.read_text())["fluxjax"])
+    body["arrays"]["a9"] = {"dtype": "float64", "shape": [2**40], "sha256": "0" * 64}
+    text = json.dumps(body)
+    meta_file.write_text(json.dumps({"fluxjax": text, "sha256": hashlib.sha256(text.encode()).hexdigest()}))
+    refused(lambda m, p: fluxjax.load(p, m), tmp_path / "ck", r"ck.*(do not match the metadata|disagree).*a9")
