@@ -84,7 +84,8 @@ class Expected:
     def check_keys(self, have: list[str]) -> list[str]:
         """Raise `StructureMismatch` unless the file's keys `have` are the model's (plus ignorable `bias=False`
         ones); returns the keys to read, in the file's order."""
-        missing = [k for k in self.want if k not in set(have)]
+        have_set = set(have)
+        missing = [k for k in self.want if k not in have_set]
         extra = [k for k in have if k not in self.want and k not in self.absent]
         if missing or extra:
             parts = []
