@@ -84,8 +84,8 @@ def save(path: str | os.PathLike, model: Any, opt_state: Any = None, step: int |
 
     The write is atomic (temporary directory, then rename): a crash mid-save leaves the earlier steps
     intact. A full disk (or any other OS error while writing) raises that `OSError` (`errno.ENOSPC`), removes
-    what the failed save wrote, and never leaves a listed step that cannot be read. Models of any depth
-    save (the structure is stored flat). Returns the step written. Bit-exact round trip for parameters,
+    what the failed save wrote, and never leaves a listed step that cannot be read. Models hundreds of
+    layers deep save (the structure is stored flat). Returns the step written. Bit-exact round trip for parameters,
     BatchNorm statistics, RNG keys (raw or typed) and optimiser state.
 
     ```python
