@@ -24,15 +24,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._flat import host
 from ._loading import CheckpointError
 from .functors import is_array
 from .random import is_typed_key
-
-
-def host(a: Any) -> np.ndarray:
-    if is_typed_key(a):
-        a = jax.random.key_data(a)
-    return np.asarray(jax.device_get(a))
 
 
 class Encoder:
@@ -248,4 +243,4 @@ def from_v1(trees: list[Any], where: str) -> tuple[list, list[int | None]]:
     return nodes, roots
 
 
-__all__ = ["Encoder", "array_refs", "children", "decode", "from_v1", "host"]
+__all__ = ["Encoder", "array_refs", "children", "decode", "from_v1"]
