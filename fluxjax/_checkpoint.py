@@ -5,8 +5,9 @@ On-disk layout. `path` is a directory managed by `orbax.checkpoint.CheckpointMan
 ```
 path/
   0/                 one finished checkpoint per step
-    meta/            JSON: format tag, step, the nested structure of `state(model)` and of
-                     `state(opt_state)` (non-array values inline), dtype/shape/sha256 of every array
+    meta/            JSON: format tag, step, the structure of `state(model)` and of `state(opt_state)` as a
+                     flat table of nodes (non-array values inline; see `_ckpt_tree.py`), dtype/shape/sha256
+                     of every array
     arrays/          the arrays, written by orbax (tensorstore, OCDBT)
   1/
   2.orbax-checkpoint-tmp-1733150000/     a save that was interrupted: ignored, removed by the next save
@@ -16,28 +17,33 @@ A save writes into a temporary directory and renames it to `<step>/` only once e
 so a crash (SIGKILL, power loss after the rename is durable) leaves the previous steps readable;
 `load` reads the newest finished step unless `step=` is given. The sha256 of every array and of the
 metadata is checked on load, so corrupted files raise `CheckpointError` instead of loading silently
-wrong numbers.
+wrong numbers. The metadata is validated (dtypes, shapes, orbax's own record of them, the target
+model's shapes) before any array is read, so a hostile checkpoint cannot make `load` allocate more than
+it holds or the model wants.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
+import math
 import os
 import re
+import shutil
 from typing import Any, NamedTuple
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
-from ._loading import CheckpointError, StructureMismatch, plan_load, state
-from .functors import is_array
-from .random import is_typed_key
+from ._ckpt_tree import Encoder, array_refs, decode, from_v1
+from ._flat import shape_of
+from ._loading import CheckpointError, StructureMismatch, array_paths, plan_load, show_path, state
+from .errors import DimensionMismatch
 
 FORMAT = "fluxjax-checkpoint"
-VERSION = 1
+VERSION = 2  # 2: the structure is a flat node table (`_ckpt_tree.py`); 1 (nested JSON) is still read
 _ITEMS = ("arrays", "meta")
+_MAX_META = 256 * 2**20  # the JSON metadata of a model with millions of arrays stays far below this
 
 
 class Checkpoint(NamedTuple):
@@ -51,84 +57,6 @@ class Checkpoint(NamedTuple):
 
 def _digest(a: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(a).view(np.uint8).reshape(-1).tobytes()).hexdigest()
-
-
-def _host(a: Any) -> np.ndarray:
-    if is_typed_key(a):
-        a = jax.random.key_data(a)
-    return np.asarray(jax.device_get(a))
-
-
-class _Encoder:
-    def __init__(self):
-        self.arrays: dict[str, np.ndarray] = {}
-        self.info: dict[str, dict] = {}
-        self.ids: dict[int, str] = {}
-
-    def enc(self, v: Any) -> Any:
-        if is_array(v):
-            name = self.ids.get(id(v))
-            if name is None:
-                name = self.ids[id(v)] = f"a{len(self.ids)}"
-                host = _host(v)
-                if isinstance(v, jax.core.Tracer):
-                    raise TypeError("save: the model holds traced values; save outside jax transformations")
-                self.arrays[name] = host
-                self.info[name] = {"dtype": host.dtype.name, "shape": list(host.shape), "sha256": _digest(host)}
-            out = {"array": name}
-            if is_typed_key(v):
-                out["key_impl"] = str(jax.random.key_impl(v))
-            return out
-        if isinstance(v, dict):
-            return {"dict": [[self.enc(k), self.enc(e)] for k, e in v.items()]}
-        if isinstance(v, tuple):
-            return {"tuple": [self.enc(e) for e in v]}
-        if isinstance(v, list):
-            return {"list": [self.enc(e) for e in v]}
-        if isinstance(v, np.generic):
-            return {"np": [v.dtype.name, v.item() if not np.iscomplexobj(v) else [v.real.item(), v.imag.item()]]}
-        if isinstance(v, complex):
-            return {"complex": [v.real, v.imag]}
-        if isinstance(v, bytes):
-            return {"bytes": v.hex()}
-        if v is None or isinstance(v, (bool, int, float, str)):
-            return {"v": v}
-        raise TypeError(f"save: cannot encode {type(v).__name__}")
-
-
-def _decode(v: Any, arrays: dict[str, Any], where: str) -> Any:
-    """Rebuild a nested state from its JSON form; `arrays` maps names to host arrays and is updated to
-    hold the device arrays made, so an array saved once (tied) comes back as one object."""
-    if isinstance(v, dict) and "array" in v:
-        name = v["array"]
-        if name not in arrays:
-            raise CheckpointError(f"{where}: the structure names an array {name!r} that is not on disk")
-        a = arrays[name]
-        if isinstance(a, np.ndarray):
-            a = arrays[name] = jnp.asarray(a)
-        if "key_impl" in v:
-            return jax.random.wrap_key_data(a, impl=v["key_impl"])
-        return a
-    try:
-        (tag, body), = v.items()
-    except (AttributeError, ValueError):
-        raise CheckpointError(f"{where}: malformed structure entry {v!r:.80}") from None
-    if tag == "dict":
-        return {_decode(k, arrays, where): _decode(e, arrays, where) for k, e in body}
-    if tag == "tuple":
-        return tuple(_decode(e, arrays, where) for e in body)
-    if tag == "list":
-        return [_decode(e, arrays, where) for e in body]
-    if tag == "np":
-        dt = np.dtype(body[0])
-        return dt.type(complex(*body[1]) if isinstance(body[1], list) else body[1])
-    if tag == "complex":
-        return complex(*body)
-    if tag == "bytes":
-        return bytes.fromhex(body)
-    if tag == "v":
-        return body
-    raise CheckpointError(f"{where}: unknown structure entry {tag!r}")
 
 
 def _ocp():
@@ -155,8 +83,10 @@ def save(path: str | os.PathLike, model: Any, opt_state: Any = None, step: int |
     - `keep`: keep only the newest `keep` steps (older ones are deleted after a successful save).
 
     The write is atomic (temporary directory, then rename): a crash mid-save leaves the earlier steps
-    intact. Returns the step written. Bit-exact round trip for parameters, BatchNorm statistics, RNG
-    keys (raw or typed) and optimiser state.
+    intact. A full disk (or any other OS error while writing) raises that `OSError` (`errno.ENOSPC`), removes
+    what the failed save wrote, and never leaves a listed step that cannot be read. Models hundreds of
+    layers deep save (the structure is stored flat). Returns the step written. Bit-exact round trip for parameters,
+    BatchNorm statistics, RNG keys (raw or typed) and optimiser state.
 
     ```python
     >>> fluxjax.save("ckpt", model, opt_state, step=100)
@@ -164,9 +94,10 @@ def save(path: str | os.PathLike, model: Any, opt_state: Any = None, step: int |
     >>> model, opt_state, step = fluxjax.load("ckpt", model, opt_state)
     ```
     """
-    enc = _Encoder()
-    body = {"format": FORMAT, "version": VERSION, "model": enc.enc(state(model)),
-            "opt_state": None if opt_state is None else enc.enc(state(opt_state)), "arrays": enc.info}
+    enc = Encoder(_digest)
+    body = {"format": FORMAT, "version": VERSION, "model": enc.encode(state(model)),
+            "opt_state": None if opt_state is None else enc.encode(state(opt_state)), "nodes": enc.nodes,
+            "arrays": enc.info}
     path = os.fspath(path)
     if os.path.exists(path) and not os.path.isdir(path):
         raise FileExistsError(f"save: {path!r} exists and is not a directory")
@@ -187,18 +118,125 @@ def save(path: str | os.PathLike, model: Any, opt_state: Any = None, step: int |
         items = {"meta": ocp.args.JsonSave(meta)}
         if enc.arrays:
             items["arrays"] = ocp.args.PyTreeSave(enc.arrays)
-        mgr.save(step, args=ocp.args.Composite(**items), force=True)
-        mgr.wait_until_finished()
+        try:
+            mgr.save(step, args=ocp.args.Composite(**items), force=True)
+            mgr.wait_until_finished()
+        except Exception as e:
+            _remove_unfinished(path, step)
+            os_error = _os_error(e)
+            if os_error is None:
+                raise
+            what = "no space left on device" if os_error == errno.ENOSPC else os.strerror(os_error)
+            raise OSError(os_error, f"save: {what} while writing step {step} to {path!r}; nothing of step {step} was "
+                                    "kept and the earlier steps are intact (free space and save again)") from e
     finally:
         mgr.close()
     return step
+
+
+def _os_error(e: BaseException) -> int | None:
+    """The errno of the OS error behind a failed save: an `OSError` (Python writes, e.g. the metadata) or
+    tensorstore's `ValueError("RESOURCE_EXHAUSTED: ... [os_error_code='28']")` (the arrays), anywhere in
+    the exception's chain; None when it was not an OS error."""
+    seen = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, OSError) and e.errno:
+            return e.errno
+        m = re.search(r"os_error_code='(\d+)'", str(e))
+        if m:
+            return int(m.group(1))
+        if "No space left on device" in str(e):
+            return errno.ENOSPC
+        e = e.__cause__ or e.__context__
+    return None
+
+
+def _remove_unfinished(path: str, step: int) -> None:
+    """Remove what a failed save of `step` left (orbax's `<step>.orbax-checkpoint-tmp*` directory, or
+    `<step>/` itself if the failure came after orbax's rename: `save` checked that it did not exist), so
+    the space is freed and no step that `save` did not report is ever listed."""
+    for n in os.listdir(path):
+        if n == str(step) or re.fullmatch(rf"{step}\.orbax-checkpoint-tmp.*", n):
+            shutil.rmtree(os.path.join(path, n), ignore_errors=True)
 
 
 def _steps(path: str) -> list[int]:
     return sorted(int(n) for n in os.listdir(path) if re.fullmatch(r"\d+", n) and os.path.isdir(os.path.join(path, n)))
 
 
-def _read(path: str, step: int | None) -> tuple[dict, dict, int]:
+def _check_info(info: Any, where: str) -> None:
+    """The metadata's table of arrays, validated before anything is read: plain numeric dtypes, shapes of
+    non-negative ints whose byte count int64 can hold, a sha256 each."""
+    if not isinstance(info, dict):
+        raise CheckpointError(f"load: {where!r}: the metadata's array table is not a mapping")
+    for k, d in info.items():
+        if not isinstance(d, dict) or set(d) != {"dtype", "shape", "sha256"} or not isinstance(d["sha256"], str):
+            raise CheckpointError(f"load: {where!r}: array {k!r} has a malformed metadata entry {d!r:.80}")
+        try:
+            dt = np.dtype(d["dtype"]) if isinstance(d["dtype"], str) else None
+        except TypeError:
+            dt = None
+        if dt is None or dt.hasobject or dt.fields or dt.subdtype:
+            raise CheckpointError(f"load: {where!r}: array {k!r} has dtype {d['dtype']!r}, not a plain numeric dtype")
+        shape = d["shape"]
+        if not isinstance(shape, list) or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape):
+            raise CheckpointError(f"load: {where!r}: array {k!r} has an invalid shape {shape!r:.80}")
+        if math.prod(shape) * dt.itemsize >= 2**63:
+            raise CheckpointError(f"load: {where!r}: array {k!r} claims shape {shape}, past what int64 can count")
+
+
+def _check_on_disk(where: str, info: dict) -> None:
+    """orbax's own record of the arrays (read from tensorstore's metadata, no data) must be what the
+    metadata says, before any array is restored."""
+    from etils import epath
+
+    handler = _ocp().PyTreeCheckpointHandler()
+    try:
+        tree = handler.metadata(epath.Path(where) / "arrays").tree
+    finally:
+        handler.close()
+    disk = {k: (tuple(m.shape), np.dtype(m.dtype)) for k, m in dict(tree).items()}
+    want = {k: (tuple(d["shape"]), np.dtype(d["dtype"])) for k, d in info.items()}
+    if disk != want:
+        bad = sorted(k for k in set(disk) | set(want) if disk.get(k) != want.get(k))
+        raise CheckpointError(f"load: {where!r}: the arrays on disk do not match the metadata (arrays {bad[:8]})")
+
+
+def _needed(body: dict, info: dict, targets: tuple, where: str) -> set[str]:
+    """The arrays `load` must read, decided from the metadata alone: for a target `(key, dst, name)` with a
+    `dst`, the arrays at paths where `dst` holds an array, each of `dst`'s shape there (else
+    `DimensionMismatch`, before anything is read); with no `dst`, all of that part. Arrays at paths where
+    `dst` has no array are never read: `loadmodel_` ignores them (`bias=False`) or reports them from
+    their shape alone. The structure must name exactly the arrays of the table."""
+    refs = {key: array_refs(body["nodes"], body[key], where) for key in ("model", "opt_state")
+            if body.get(key) is not None}
+    named = {n for r in refs.values() for _, n in r}
+    if named != set(info):
+        odd = sorted(named ^ set(info), key=str)[:8]
+        raise CheckpointError(f"load: {where!r}: the structure and the array table disagree (arrays {odd})")
+    needed: set[str] = set()
+    for key, dst, name in targets:
+        if key not in refs:
+            continue
+        if dst is None:
+            needed.update(n for _, n in refs[key])
+            continue
+        want = {p: shape_of(a) for p, a in array_paths(dst)}
+        for p, n in refs[key]:
+            if p not in want:
+                continue
+            if tuple(info[n]["shape"]) != want[p]:
+                raise DimensionMismatch(f"load: {where!r}: {name}: {show_path(p)}: tried to load size "
+                                        f"{tuple(info[n]['shape'])} array into size {want[p]}")
+            needed.add(n)
+    return needed
+
+
+def _read(path: str, step: int | None, targets: tuple) -> tuple[dict, dict, int, set[str]]:
+    """Read step `step` (None: the newest): the metadata first, validated (`_check_info`, orbax's record of
+    the arrays, `_needed` for `targets`, `[(key, dst, name)]`), and only then the arrays it needs.
+    Returns the metadata, the arrays, the step and the names of the arrays left unread."""
     if not os.path.exists(path):
         raise FileNotFoundError(f"load: no checkpoint directory {path!r}")
     if not os.path.isdir(path):
@@ -213,6 +251,10 @@ def _read(path: str, step: int | None) -> tuple[dict, dict, int]:
     where = os.path.join(path, str(step))
     if not os.path.isdir(os.path.join(where, "meta")):
         raise CheckpointError(f"load: {where!r} is not a fluxjax checkpoint (no meta item)")
+    meta_file = os.path.join(where, "meta", "metadata")
+    if os.path.isfile(meta_file) and os.path.getsize(meta_file) > _MAX_META:
+        raise CheckpointError(f"load: {where!r}: the metadata file is {os.path.getsize(meta_file)} bytes, "
+                              f"more than the {_MAX_META} a fluxjax checkpoint writes")
     ocp = _ocp()
     mgr = _manager(path, create=False)
     try:
@@ -225,27 +267,37 @@ def _read(path: str, step: int | None) -> tuple[dict, dict, int]:
         body = json.loads(text)
         if body.get("format") != FORMAT:
             raise CheckpointError(f"load: {where!r} is not a fluxjax checkpoint")
-        if body.get("version") != VERSION:
-            raise CheckpointError(f"load: {where!r} has format version {body.get('version')}; this fluxjax reads {VERSION}")
+        if body.get("version") not in (1, VERSION):
+            raise CheckpointError(f"load: {where!r} has format version {body.get('version')}; this fluxjax reads 1 and "
+                                  f"{VERSION}")
+        if body["version"] == 1:
+            body["nodes"], (body["model"], body["opt_state"]) = from_v1([body["model"], body.get("opt_state")], where)
         info = body["arrays"]
-        arrays: dict[str, np.ndarray] = {}
+        _check_info(info, where)
         if info:
-            restore_args = {k: ocp.RestoreArgs(restore_type=np.ndarray) for k in info}
-            arrays = dict(mgr.restore(step, args=ocp.args.Composite(
-                arrays=ocp.args.PyTreeRestore(restore_args=restore_args))).arrays)
-    except (CheckpointError, MemoryError):
+            _check_on_disk(where, info)
+        needed = _needed(body, info, targets, where)
+        arrays: dict[str, np.ndarray] = {}
+        if needed:
+            restore_args = {k: ocp.RestoreArgs(restore_type=np.ndarray) for k in info if k in needed}
+            item = {k: np.empty(0) for k in restore_args}  # the structure to read; the values are not used
+            arrays = dict(mgr.restore(step, args=ocp.args.Composite(arrays=ocp.args.PyTreeRestore(
+                item=item, restore_args=restore_args, partial_restore=needed != set(info)))).arrays)
+    except (CheckpointError, DimensionMismatch):
         raise
     except Exception as e:  # orbax/tensorstore/json raise many types for damaged files
         raise CheckpointError(f"load: cannot read checkpoint {where!r}: {type(e).__name__}: {e}") from e
     finally:
         mgr.close()
-    if set(arrays) != set(info):
+    if set(arrays) != needed:
         raise CheckpointError(f"load: {where!r}: the arrays on disk do not match the metadata")
-    for k, d in info.items():
-        a = arrays[k]
+    for k in needed:
+        a, d = arrays[k], info[k]
         if a.dtype.name != d["dtype"] or list(a.shape) != d["shape"] or _digest(a) != d["sha256"]:
             raise CheckpointError(f"load: {where!r}: array {k} is corrupted (dtype, shape or checksum mismatch)")
-    return body, arrays, step
+    for k in set(info) - needed:  # never read: a stand-in of the right shape that allocates nothing
+        arrays[k] = np.broadcast_to(np.zeros((), np.dtype(info[k]["dtype"])), tuple(info[k]["shape"]))
+    return body, arrays, step, set(info) - needed
 
 
 def load(path: str | os.PathLike, model: Any = None, opt_state: Any = None, *, step: int | None = None) -> Checkpoint:
@@ -269,13 +321,11 @@ def load(path: str | os.PathLike, model: Any = None, opt_state: Any = None, *, s
     ```
     """
     path = os.fspath(path)
-    body, arrays, step = _read(path, step)
+    body, arrays, step, unread = _read(path, step, (("model", model, "model"), ("opt_state", opt_state, "opt_state")))
     where = os.path.join(path, str(step))
     dev: dict[str, Any] = dict(arrays)
     try:
-        m_state = _decode(body["model"], dev, where)
-        o_raw = body.get("opt_state")
-        o_state = None if o_raw is None else _decode(o_raw, dev, where)
+        m_state, o_state = decode(body["nodes"], [body["model"], body.get("opt_state")], dev, where, unread)
     except CheckpointError:
         raise
     except Exception as e:

@@ -89,40 +89,59 @@ def state(x: Any) -> Any:
     True
     ```
     """
+    # iterative (an explicit stack, no recursion), so a model hundreds of layers deep works
+    done: list[Any] = []  # finished values; a container's children are the last len(keys) of them
+    todo: list[tuple[bool, Any]] = [(False, x)]
+    while todo:
+        closing, v = todo.pop()
+        if closing:
+            kind, keys = v
+            vals = done[len(done) - len(keys):]
+            del done[len(done) - len(keys):]
+            done.append(dict(zip(keys, vals)) if kind is dict else kind(vals))
+            continue
+        kids = _state_children(v)
+        if kids is None:
+            done.append(v if is_array(v) or isinstance(v, _SCALARS) else ())
+            continue
+        kind, keys, values = kids
+        todo.append((True, (kind, keys)))
+        todo.extend((False, e) for e in reversed(values))
+    return done[0]
+
+
+def _state_children(x: Any) -> tuple[type, list, list] | None:
+    """`(container type, keys, children)` of `x` as `state` sees it; None for a leaf."""
     if is_array(x) or isinstance(x, _SCALARS):
-        return x
+        return None
     f = _fields(x)
     if f is not None:
-        return {k: state(v) for k, v in f.items()}
+        return dict, list(f), list(f.values())
     if _is_namedtuple(x):
-        return {k: state(v) for k, v in zip(x._fields, x)}
+        return dict, list(x._fields), list(x)
     if isinstance(x, optax.GradientTransformation):
-        return ()
-    if isinstance(x, tuple):
-        return tuple(state(v) for v in x)
-    if isinstance(x, list):
-        return [state(v) for v in x]
+        return None
+    if isinstance(x, (tuple, list)):
+        return (tuple if isinstance(x, tuple) else list), list(range(len(x))), list(x)
     if _is_opaque_node(x):
-        return tuple(state(v) for v in _opaque_children(x)[0])
-    return ()
+        ch = _opaque_children(x)[0]
+        return tuple, list(range(len(ch))), ch
+    return None
 
 
 def array_paths(tree: Any, keep: Callable[[Any], bool] = is_array) -> list[tuple[tuple, Any]]:
     """`[(path, array)]` for every array in a `state(...)` tree, in order; a path is a tuple of dict keys
     and integer positions (`("layers", 0, "weight")`). `keep` picks other leaves instead."""
     out: list[tuple[tuple, Any]] = []
-
-    def go(v, p):
+    stack: list[tuple[Any, tuple]] = [(state(tree), ())]
+    while stack:  # iterative, for models hundreds of layers deep
+        v, p = stack.pop()
         if keep(v):
             out.append((p, v))
         elif isinstance(v, dict):
-            for k, e in v.items():
-                go(e, p + (k,))
+            stack.extend((e, p + (k,)) for k, e in reversed(list(v.items())))
         elif isinstance(v, (list, tuple)):
-            for i, e in enumerate(v):
-                go(e, p + (i,))
-
-    go(state(tree), ())
+            stack.extend((e, p + (i,)) for i, e in reversed(list(enumerate(v))))
     return out
 
 

@@ -1,4 +1,4 @@
-"""Moving weights to and from Julia: flat `.npz` and `.safetensors` files in Flux's orientation.
+"""Moving weights to and from Julia: flat `.safetensors` files in Flux's orientation (`.npz`: `_npz.py`).
 
 Keys. Every array of `state(model)` is stored under its path with `.` between components and
 0-based positions, as PyTorch's `state_dict`: `layers.0.weight`, `layers.1.mu`, `layers.enc.bias`
@@ -24,20 +24,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import struct
-import tempfile
-import zipfile
-from collections.abc import Callable
 from typing import Any
 
-import jax
 import ml_dtypes
 import numpy as np
 
-from ._loading import CheckpointError, StructureMismatch, array_paths, plan_load, state
-from .functors import is_array
-from .random import is_typed_key
+from ._flat import Expected, atomic_write, flat_state, host
+from ._loading import CheckpointError
 
 _ST_DTYPES: dict[str, np.dtype] = {
     "F64": np.dtype(np.float64), "F32": np.dtype(np.float32), "F16": np.dtype(np.float16),
@@ -51,49 +47,8 @@ _ST_NAMES = {v: k for k, v in _ST_DTYPES.items()}
 _MAX_HEADER = 100 * 2**20
 
 
-def _key_name(path: tuple) -> str:
-    return ".".join(str(p) for p in path)
-
-
-def _host(a: Any) -> np.ndarray:
-    if is_typed_key(a):
-        a = jax.random.key_data(a)
-    if isinstance(a, jax.core.Tracer):
-        raise TypeError("export: the model holds traced values; export outside jax transformations")
-    return np.asarray(jax.device_get(a))
-
-
-def flat_state(model: Any) -> dict[str, np.ndarray]:
-    """Every array of `state(model)` as a host numpy array under its flat key (`"layers.0.weight"`), in
-    Flux's orientation (see the module docstring). Typed PRNG keys are stored as their `key_data`."""
-    out: dict[str, np.ndarray] = {}
-    for path, a in array_paths(model):
-        k = _key_name(path)
-        if k in out:
-            raise ValueError(f"two arrays of the model map to the same key {k!r}")
-        out[k] = _host(a)
-    return out
-
-
 def _digest(a: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(a).view(np.uint8).reshape(-1).tobytes()).hexdigest()
-
-
-def _atomic_write(path: str, write: Callable[[Any], None]) -> None:
-    """Write through a temporary file in the same directory, fsync, then rename over `path`: readers see
-    the old file or the new one, never half of one."""
-    d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=os.path.basename(path) + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 # ----------------------------------------------------------------------------------------------
@@ -108,7 +63,7 @@ def write_safetensors(path: str | os.PathLike, tensors: dict[str, Any], metadata
     off = 0
     sums = {}
     for k, a in tensors.items():
-        a = np.ascontiguousarray(_host(a))
+        a = np.ascontiguousarray(host(a))
         dt = a.dtype.newbyteorder("=") if a.dtype.byteorder not in "=|" else a.dtype
         if dt not in _ST_NAMES:
             raise TypeError(f"write_safetensors: {k}: dtype {a.dtype} has no safetensors equivalent")
@@ -128,39 +83,16 @@ def write_safetensors(path: str | os.PathLike, tensors: dict[str, Any], metadata
         for a in arrays:
             f.write(a.tobytes())
 
-    _atomic_write(os.fspath(path), write)
+    atomic_write(os.fspath(path), write)
 
 
-def read_safetensors(path: str | os.PathLike) -> dict[str, np.ndarray]:
-    """Read a `.safetensors` file into `{name: numpy array}`, validating everything (header length, JSON,
-    dtypes, shapes, offsets covering the data exactly, fluxjax's checksums when present).
+def _bad(path: str, fn: str):
+    return lambda msg: CheckpointError(f"{fn}: {path!r} is not a valid safetensors file: {msg}")
 
-    Raises `FileNotFoundError` for a missing file and `CheckpointError` (a `ValueError`) naming the file for
-    anything malformed."""
-    path = os.fspath(path)
-    with open(path, "rb") as f:
-        raw = f.read()
 
-    def bad(msg):
-        return CheckpointError(f"{path!r} is not a valid safetensors file: {msg}")
-
-    if len(raw) < 8:
-        raise bad(f"only {len(raw)} bytes")
-    (n,) = struct.unpack("<Q", raw[:8])
-    if n > len(raw) - 8 or n > _MAX_HEADER:
-        raise bad(f"header length {n} exceeds the file size {len(raw)}")
-    try:
-        header = json.loads(raw[8:8 + n].decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise bad(f"header is not JSON ({e})") from None
-    if not isinstance(header, dict):
-        raise bad("header is not a JSON object")
-    meta = header.pop("__metadata__", None)
-    if meta is not None and (not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values())):
-        raise bad("__metadata__ must map strings to strings")
-    buf = memoryview(raw)[8 + n:]
-    spans = []
-    out: dict[str, np.ndarray] = {}
+def _entries(header: dict, data_len: int, bad) -> dict[str, tuple[np.dtype, tuple, int, int]]:
+    """Validate every entry of a parsed header against itself and the data size; nothing is allocated."""
+    out = {}
     for k, e in header.items():
         if not isinstance(e, dict) or set(e) != {"dtype", "shape", "data_offsets"}:
             raise bad(f"entry {k!r} must have exactly dtype, shape, data_offsets")
@@ -172,27 +104,69 @@ def read_safetensors(path: str | os.PathLike) -> dict[str, np.ndarray]:
         if (not isinstance(offs, list) or len(offs) != 2
                 or not all(isinstance(o, int) and not isinstance(o, bool) for o in offs) or not 0 <= offs[0] <= offs[1]):
             raise bad(f"entry {k!r} has invalid data_offsets {offs!r}")
-        nbytes = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+        nbytes = math.prod(shape) * dt.itemsize  # Python ints: a product past int64 cannot wrap around
+        if nbytes >= 2**63:
+            raise bad(f"entry {k!r}: shape {shape} of {e['dtype']} is {nbytes} bytes, past what int64 can count")
         if offs[1] - offs[0] != nbytes:
             raise bad(f"entry {k!r}: data_offsets {offs} span {offs[1] - offs[0]} bytes, but dtype {e['dtype']} and "
                       f"shape {shape} need {nbytes}")
-        if offs[1] > len(buf):
-            raise bad(f"entry {k!r}: data_offsets {offs} run past the end of the data ({len(buf)} bytes; truncated?)")
-        spans.append((offs[0], offs[1], k))
-        a = np.frombuffer(buf[offs[0]:offs[1]], dtype=dt.newbyteorder("<"))
-        out[k] = a.astype(dt, copy=True).reshape(shape)
+        if offs[1] > data_len:
+            raise bad(f"entry {k!r}: data_offsets {offs} run past the end of the data ({data_len} bytes; truncated?)")
+        out[k] = (dt, tuple(shape), offs[0], offs[1])
     pos = 0
-    for b, e, k in sorted(spans):
+    for b, e, k in sorted((b, e, k) for k, (_, _, b, e) in out.items()):
         if b != pos:
             raise bad(f"entry {k!r} starts at {b}, expected {pos} (holes or overlapping tensors)")
         pos = e
-    if pos != len(buf):
-        raise bad(f"{len(buf) - pos} bytes after the last tensor")
+    if pos != data_len:
+        raise bad(f"{data_len - pos} bytes after the last tensor")
+    return out
+
+
+def read_safetensors(path: str | os.PathLike, expected: Expected | None = None) -> dict[str, np.ndarray]:
+    """Read a `.safetensors` file into `{name: numpy array}`. The file is untrusted input: the header (length,
+    JSON, dtypes, shapes, offsets covering the data exactly, and with `expected`, the model's keys and
+    shapes) is validated before any tensor is read, then fluxjax's checksums when present.
+
+    Raises `FileNotFoundError` for a missing file and `CheckpointError` (a `ValueError`) naming the file for
+    anything malformed (`StructureMismatch` / `DimensionMismatch` when it does not fit `expected`)."""
+    path = os.fspath(path)
+    fn = expected.fn if expected is not None else "read_safetensors"
+    bad = _bad(path, fn)
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size < 8:
+            raise bad(f"only {size} bytes")
+        (n,) = struct.unpack("<Q", f.read(8))
+        if n > size - 8 or n > _MAX_HEADER:
+            raise bad(f"header length {n} exceeds the file size {size}")
+        try:
+            header = json.loads(f.read(n).decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+            raise bad(f"header is not JSON ({type(e).__name__}: {e})") from None
+        if not isinstance(header, dict):
+            raise bad("header is not a JSON object")
+        meta = header.pop("__metadata__", None)
+        if meta is not None and (not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values())):
+            raise bad("__metadata__ must map strings to strings")
+        entries = _entries(header, size - 8 - n, bad)
+        keys = list(entries) if expected is None else expected.check_keys(list(entries))
+        if expected is not None:
+            for k in keys:
+                expected.check_shape(k, entries[k][1])
+        out: dict[str, np.ndarray] = {}
+        for k in keys:
+            dt, shape, b, e = entries[k]
+            f.seek(8 + n + b)
+            raw = f.read(e - b)
+            if len(raw) != e - b:
+                raise bad(f"entry {k!r} is truncated: {len(raw)} of {e - b} bytes (the file changed while reading?)")
+            out[k] = np.frombuffer(raw, dtype=dt.newbyteorder("<")).astype(dt, copy=True).reshape(shape)
     if meta and "fluxjax.sha256" in meta:
         try:
             sums = json.loads(meta["fluxjax.sha256"])
-            ok = isinstance(sums, dict) and set(sums) == set(out) and all(_digest(out[k]) == sums[k] for k in out)
-        except json.JSONDecodeError:
+            ok = isinstance(sums, dict) and set(sums) == set(entries) and all(_digest(out[k]) == sums[k] for k in out)
+        except (json.JSONDecodeError, RecursionError):
             ok = False
         if not ok:
             raise bad("checksum mismatch: the tensor data or header is corrupted")
@@ -201,88 +175,6 @@ def read_safetensors(path: str | os.PathLike) -> dict[str, np.ndarray]:
 
 # ----------------------------------------------------------------------------------------------
 # export / import of a model
-
-
-def _read_npz(path: str) -> dict[str, np.ndarray]:
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            if not isinstance(z, np.lib.npyio.NpzFile):
-                raise CheckpointError(f"{path!r} is a single .npy array, not an .npz archive")
-            return {k: np.array(z[k]) for k in z.files}
-    except (FileNotFoundError, CheckpointError):
-        raise
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile, KeyError, UnicodeDecodeError, TypeError) as e:
-        raise CheckpointError(f"{path!r} is not a valid .npz file: {type(e).__name__}: {e}") from e
-
-
-def _false_keys(model: Any) -> set[str]:
-    return {_key_name(p) for p, _ in array_paths(model, keep=lambda v: v is False)}
-
-
-def _substitute(tree: Any, flat: dict[str, Any]) -> Any:
-    def go(v, p):
-        if is_array(v):
-            return flat[_key_name(p)]
-        if isinstance(v, dict):
-            return {k: go(e, p + (k,)) for k, e in v.items()}
-        if isinstance(v, (list, tuple)):
-            return type(v)(go(e, p + (i,)) for i, e in enumerate(v))
-        return v
-
-    return go(state(tree), ())
-
-
-def _import(model: Any, flat: dict[str, np.ndarray], path: str, fn: str) -> Any:
-    want = [_key_name(p) for p, _ in array_paths(model)]
-    absent = _false_keys(model)  # `bias=False` fields: a file array there is ignored, as loadmodel_ does
-    missing = [k for k in want if k not in flat]
-    extra = [k for k in flat if k not in set(want) and k not in absent]
-    if missing or extra:
-        parts = []
-        if missing:
-            parts.append(f"missing from the file: {missing[:8]}{' ...' if len(missing) > 8 else ''}")
-        if extra:
-            parts.append(f"not in the model: {extra[:8]}{' ...' if len(extra) > 8 else ''}")
-        raise StructureMismatch(f"{fn}: {path!r} does not match the model ({'; '.join(parts)})")
-    try:
-        plan = plan_load(model, _substitute(model, flat))
-    except ValueError as e:
-        raise type(e)(f"{fn}: {path!r}: {str(e).removeprefix('loadmodel_: ')}") from e
-    plan.commit()
-    return model
-
-
-def export_npz(path: str | os.PathLike, model: Any) -> None:
-    """Write every array of `model` (parameters and state) to an uncompressed `.npz` file, atomically,
-    under keys like `layers.0.weight`, in Flux's orientation: `NPZ.jl`'s `npzread(path)["layers.0.weight"]`
-    is the `(out, in)` matrix Flux's `m[1].weight` holds. bfloat16 arrays are refused (npy cannot describe
-    them; use `export_safetensors`).
-
-    ```python
-    >>> fluxjax.export_npz("model.npz", model)
-    ```
-    """
-    flat = flat_state(model)
-    for k, a in flat.items():
-        if a.dtype == ml_dtypes.bfloat16 or a.dtype.kind == "V":
-            raise TypeError(f"export_npz: {k} has dtype {a.dtype}, which .npy cannot describe; use export_safetensors")
-    _atomic_write(os.fspath(path), lambda f: np.savez(f, **flat))
-
-
-def import_npz_(model: Any, path: str | os.PathLike) -> Any:
-    """Load the arrays of an `.npz` file (from `export_npz`, numpy, or Julia's `NPZ.jl`) into `model`, in place.
-
-    Keys must be exactly the model's flat keys (`layers.0.weight`); shapes are Flux's. Validates everything
-    first (`StructureMismatch` for missing/extra keys, `DimensionMismatch` naming the key and both sizes,
-    `CheckpointError` for a damaged file; all `ValueError`s naming the file), so on error the model is
-    unchanged. Returns `model`.
-
-    ```python
-    >>> fluxjax.import_npz_(model, "model.npz")
-    ```
-    """
-    path = os.fspath(path)
-    return _import(model, _read_npz(path), path, "import_npz_")
 
 
 def export_safetensors(path: str | os.PathLike, model: Any, metadata: dict[str, str] | None = None) -> None:
@@ -306,4 +198,5 @@ def import_safetensors_(model: Any, path: str | os.PathLike) -> Any:
     ```
     """
     path = os.fspath(path)
-    return _import(model, read_safetensors(path), path, "import_safetensors_")
+    exp = Expected(model, path, "import_safetensors_")
+    return exp.load(read_safetensors(path, exp))

@@ -4,8 +4,11 @@
 - `save(path, model, opt_state, step)`, `load(path, model, opt_state)`: atomic numbered orbax
   checkpoints with checksums (in `_checkpoint.py`, which documents the on-disk layout).
 - `export_npz`, `import_npz_`, `export_safetensors`, `import_safetensors_`: flat files keyed
-  `layers.0.weight` in Flux's orientation, for Julia's NPZ.jl / SafeTensors.jl (in `_safetensors.py`,
-  which documents the row-major / column-major rule).
+  `layers.0.weight` in Flux's orientation, for Julia's NPZ.jl / SafeTensors.jl (in `_npz.py` and
+  `_safetensors.py`, which documents the row-major / column-major rule; `_flat.py` is the model's flat view).
+
+Every file is untrusted input: headers are checked (dtype, shape, size, against the model) before
+anything is read or allocated.
 
 Errors: `DimensionMismatch` (wrong array size), `StructureMismatch` (fields/lengths differ),
 `CheckpointError` (damaged or foreign file) are all `ValueError`s naming the path or file;
@@ -16,16 +19,10 @@ import sys
 import types
 
 from ._checkpoint import Checkpoint, load, save
+from ._flat import flat_state
 from ._loading import CheckpointError, StructureMismatch, array_paths, loadmodel_, state
-from ._safetensors import (
-    export_npz,
-    export_safetensors,
-    flat_state,
-    import_npz_,
-    import_safetensors_,
-    read_safetensors,
-    write_safetensors,
-)
+from ._npz import export_npz, import_npz_
+from ._safetensors import export_safetensors, import_safetensors_, read_safetensors, write_safetensors
 from .errors import DimensionMismatch
 
 __all__ = [

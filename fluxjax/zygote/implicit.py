@@ -194,6 +194,14 @@ class Grads:
 
     __copy__ = copy
 
+    def __getstate__(self):
+        """pickle / deepcopy: `_index` is keyed by `id()`, which means nothing in another process or copy."""
+        return {k: v for k, v in self.__dict__.items() if k != "_index"}
+
+    def __setstate__(self, st):
+        self.__dict__.update(st)
+        self._index = {id(k): i for i, k in enumerate(self._keys)}
+
     def map(self, f: Callable) -> Grads:
         return Grads(self.params, self._keys, [f(self._zero(i) if g is None else g) for i, g in enumerate(self._grads)])
 

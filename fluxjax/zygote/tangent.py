@@ -25,6 +25,8 @@ class Tangent:
         object.__setattr__(self, "fields", fields)
 
     def __getattr__(self, name):
+        if name in Tangent.__slots__:  # not yet set (a half-built object): never recurse through self.fields
+            raise AttributeError(name)
         try:
             return self.fields[name]
         except KeyError:
@@ -43,6 +45,10 @@ class Tangent:
         )
 
     __hash__ = None
+
+    def __reduce__(self):
+        """pickle / copy.deepcopy / cloudpickle: rebuilt from the primal type and the fields."""
+        return Tangent, (self.primal_type, self.fields)
 
     def __repr__(self):
         inner = ", ".join(f"{k}={_short(v)}" for k, v in self.fields.items())
