@@ -2,7 +2,7 @@
 
 Each page runs in a fresh process (in a temporary directory), its blocks in order in one
 namespace. A ```text block that directly follows a ```python block is that block's expected
-stdout. A page may set environment variables with a first-line comment
+stdout (`CHECK_SNIPPETS_SHOW=1` prints every block's output instead of comparing). A page may set environment variables with a first-line comment
 `<!-- check-env: NAME=value ... -->` (for example, simulated devices).
 
     PYTHONPATH=. python docs/check_snippets.py [docs/page.md ...]
@@ -40,7 +40,9 @@ def run_page(path: str) -> None:
         with contextlib.redirect_stdout(buf):
             exec(compile(code, f"{path}[block {k}]", "exec"), ns)
         got = buf.getvalue()
-        if expected is not None and got.strip() != expected.strip():
+        if os.environ.get("CHECK_SNIPPETS_SHOW"):
+            print(f"--- block {k}\n{got}", end="", file=sys.stderr)
+        elif expected is not None and got.strip() != expected.strip():
             sys.exit(f"{path} block {k}: output differs\n--- shown\n{expected}--- got\n{got}")
 
 
