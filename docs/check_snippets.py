@@ -23,7 +23,7 @@ FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```\s*$", re.S | re.M)
 def blocks(text: str) -> list[tuple[str, str | None]]:
     out, found = [], list(FENCE.finditer(text))
     for i, m in enumerate(found):
-        if m.group(1) != "python":
+        if m.group(1) != "python" or m.group(2).lstrip().startswith("--8<--"):  # an embedded file
             continue
         expected = None
         if i + 1 < len(found) and found[i + 1].group(1) == "text" and not text[m.end():found[i + 1].start()].strip():
