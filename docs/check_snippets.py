@@ -2,8 +2,9 @@
 
 Each page runs in a fresh process (in a temporary directory), its blocks in order in one
 namespace. A ```text block that directly follows a ```python block is that block's expected
-stdout (`CHECK_SNIPPETS_SHOW=1` prints every block's output instead of comparing). A page may set environment variables with a first-line comment
-`<!-- check-env: NAME=value ... -->` (for example, simulated devices).
+stdout (`CHECK_SNIPPETS_SHOW=1` prints every block's output instead of comparing). A block that
+only embeds a file (`--8<--`) is skipped. A page may set environment variables with a first-line
+comment `<!-- check-env: NAME=value ... -->` (for example, simulated devices).
 
     PYTHONPATH=. python docs/check_snippets.py [docs/page.md ...]
 """
