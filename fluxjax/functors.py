@@ -12,6 +12,7 @@ but they are never trainable and never differentiated.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -49,6 +50,8 @@ def _bumping(cls: type) -> None:
                 return
             _orig(self, *a)
             _version[0] += 1
+            if _RECORDED:
+                _RECORDED.pop(id(self), None)
 
         hook._fluxjax_bumps = True
         setattr(cls, name, hook)
@@ -155,8 +158,47 @@ def _reorder(v, order):
     return type(v)(*items) if hasattr(v, "_fields") else type(v)(items)
 
 
+# Which fields are children of a layer rebuilt by `unflatten` (from a jax transformation's output, a
+# `jax.tree.map`): they stay children whatever their values now are (`True` in an optax mask, a
+# `ShapeDtypeStruct`, a `PartitionSpec`, `None`), so the tree has the structure of the model it came
+# from. Keyed by the object's id, dropped when the object dies or a field of it is set.
+_RECORDED: dict[int, tuple] = {}
+
+
+def _forget(obj) -> None:
+    _RECORDED.pop(id(obj), None)
+
+
+def _flatten_recorded(obj, fields):
+    """`_flatten_fields` for a rebuilt layer: its recorded fields, or None when they no longer fit."""
+    d = obj.__dict__
+    if len(d) != len(fields) or any(name not in d for name, _, _ in fields):
+        return None
+    children, keys, out = [], [], []
+    for name, kind, meta in fields:
+        v = d[name]
+        if kind == 0:
+            children.append(v)
+            keys.append(GetAttrKey(name))
+            out.append((name, 0, None))
+        elif kind > 0:
+            leaves, treedef = jax.tree_util.tree_flatten(v, is_leaf=_container_leaf)
+            if treedef != meta[0]:
+                return None
+            for n, p in enumerate(meta[1]):
+                children.append(leaves[p])
+                keys.append(GetAttrKey(f"{name}[{n}]"))
+            out.append((name, kind, meta))
+        else:
+            out.append((name, -1, _Static(v)))
+    return children, keys, tuple(out)
+
+
 def _flatten_fields(obj):
     """Return (children, keys, aux). aux describes every field in order: (name, kind, meta)."""
+    fields = _RECORDED.get(id(obj))
+    if fields is not None and (got := _flatten_recorded(obj, fields)) is not None:
+        return got
     children, keys, fields = [], [], []
     for name, v in obj.__dict__.items():
         if is_array(v) or type(v) in _LAYER_TYPES:
@@ -191,6 +233,9 @@ def _unflatten_fields(cls, fields, children):
             d[name] = _reorder(jax.tree_util.tree_unflatten(treedef, leaves), order)
         else:
             d[name] = meta.value
+    if any(kind >= 0 for _, kind, _ in fields):
+        _RECORDED[id(obj)] = fields
+        weakref.finalize(obj, _RECORDED.pop, id(obj), None)
     return obj
 
 
