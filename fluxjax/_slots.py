@@ -22,8 +22,10 @@ from .functors import _LAYER_TYPES, _version
 from .random import DefaultRNG
 
 _NUMBER = (int, float, complex, np.number, np.bool_)
+NUMBER_TYPES = _NUMBER  # Python and NumPy numbers: leaves where numbers are walked
 _OPAQUE = (types.FunctionType, types.BuiltinFunctionType, str, type, functools.partial)
 _ARRAY = (jax.Array, np.ndarray)
+ARRAY_TYPES = _ARRAY
 
 # Pytree node types (besides layers, lists, tuples and dicts) whose structure changes only through
 # `__setattr__` calls that `bump()` the structure version; `fluxjax.jit` may then reuse a walk.
@@ -189,7 +191,7 @@ def walk(root: list, paths: bool = False, functions: bool = False) -> Walk:
             leaves.append(v)
             slots.append(Slot(owner, key, attr, path))
             roles.append(role)
-            sig.append(_leaf_sig(v))
+            sig.append(leaf_sig(v))
             if names is not None:
                 names.append("".join(ps))
         elif v is None:
@@ -329,7 +331,7 @@ def _holds_layer(v) -> bool:
 
 
 _EMPTY = object()  # an empty closure cell, in a signature
-_AN_ARRAY = object()  # stands for "some array" where a reuse check looks at a value's kind only
+AN_ARRAY = object()  # stands for "some array" where a reuse check looks at a value's kind only
 
 
 @functools.lru_cache(maxsize=4096)
@@ -468,7 +470,7 @@ def function_key(f: types.FunctionType) -> Any:
     return static_key(f)
 
 
-def _leaf_sig(v):
-    if isinstance(v, (jax.Array, np.ndarray)):
-        return None  # shape/dtype are jax.jit's business
-    return type(v)
+def leaf_sig(v):
+    """What a signature records of a leaf: None for an array (shape and dtype are jax.jit's business),
+    else its type."""
+    return None if isinstance(v, (jax.Array, np.ndarray)) else type(v)

@@ -31,6 +31,11 @@ _LAYER_TYPES: set[type] = set()
 _version = [0]
 
 
+def structure_version() -> int:
+    """The structure version now (see `bump`)."""
+    return _version[0]
+
+
 def bump() -> None:
     """Record that some live model's structure may have changed, so cached walks are redone."""
     _version[0] += 1

@@ -138,7 +138,7 @@ def written(region: Region) -> list[tuple[Slot, Any]]:
     return [(slot, slot.get()) for slot in region.written.values()]
 
 
-_TRACER_ERROR = (
+TRACER_ERROR = (
     "{what} tried to store a traced value outside fluxjax's transformations. This happens when a "
     "model in train mode runs under a plain jax transformation (jax.jit, jax.grad, ...). Use "
     "fluxjax.jit / fluxjax.gradient, the pure view fluxjax.functional(model), or testmode_(model)."
@@ -155,7 +155,7 @@ def commit(slot: Slot, value: Any, what: str = "a layer") -> None:
     if s:
         s[-1].write(slot, value)
     elif isinstance(value, jax.core.Tracer):
-        raise RuntimeError(_TRACER_ERROR.format(what=what))
+        raise RuntimeError(TRACER_ERROR.format(what=what))
     else:
         slot.set(value)
 

@@ -12,14 +12,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .._slots import _ARRAY, Slot
+from .._slots import ARRAY_TYPES, Slot
 
 
 class Source:
     """The names a generated function reads: each object once, and constants that have no literal."""
 
     def __init__(self, **env: Any):
-        self.env: dict[str, Any] = {"_new": tuple.__new__, "_ARRAY": _ARRAY, **env}
+        self.env: dict[str, Any] = {"_new": tuple.__new__, "_ARRAY": ARRAY_TYPES, **env}
         self._owners: dict[int, str] = {}
 
     def name(self, obj: Any, prefix: str = "c") -> str:

@@ -25,7 +25,7 @@ from jax.sharding import SingleDeviceSharding
 
 from .._slots import Slot, Walk, set_many, static_key, walk
 from ..random import default_key, default_rng
-from ..state import _TRACER_ERROR, _stack, commit, mode_context, run_in_region
+from ..state import TRACER_ERROR, commit, current_region, mode_context, run_in_region
 from .options import with_defaults
 from .plan import Plan
 
@@ -54,10 +54,10 @@ class Entry:
         self.split = split  # (donated inputs, kept inputs) when the caller donates arguments
         self.traces = 0  # how many times the function has been traced for this entry
 
-    def program(self) -> Callable:
+    def program(self, top: bool) -> Callable:
         """The compiled program: with fluxjax's compiler options at top level; without them under
         another trace (`jax.jit` takes compiler options only at top level)."""
-        if trace_state_clean():
+        if top:
             return self.top
         if self._nested is None:
             self._nested = jax.jit(self._pure, **self._jit_kwargs)
@@ -69,9 +69,10 @@ class Entry:
         self.out_trees[_avals(leaves)] = tree
         self.out_tree = tree if self.out_tree is None or (self.out_tree is not _MANY and self.out_tree == tree) else _MANY
 
-    def call(self, leaves: list) -> tuple[list, dict, dict, Any]:
-        """Run the program on its inputs: `(output leaves, changed, extra, output structure)`."""
-        program = self.program()
+    def call(self, leaves: list, top: bool = True) -> tuple[list, dict, dict, Any]:
+        """Run the program on its inputs (`top`: no trace is under way): `(output leaves, changed,
+        extra, output structure)`."""
+        program = self.program(top)
         args = (leaves,) if self.split is None else tuple([leaves[i] for i in part] for part in self.split)
         if self.effects is None:  # jax caches this trace: the call below does not trace again
             self.effects = bool(program.trace(*args).jaxpr.effects)
@@ -170,7 +171,7 @@ def _forget_failed_tokens() -> None:
                 del table[k]
 
 
-def _argnums(v: Any, n: int | None = None) -> tuple:
+def _argnums(v: Any) -> tuple:
     if v is None:
         return ()
     return (v,) if isinstance(v, (int, str)) else tuple(v)
@@ -182,7 +183,7 @@ def _no_tracers(changed: dict, extra: dict) -> None:
     model, so refuse before anything is written."""
     for v in (*changed.values(), *extra.values()):
         if any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(v)):
-            raise RuntimeError(_TRACER_ERROR.format(what="a fluxjax.jit function"))
+            raise RuntimeError(TRACER_ERROR.format(what="a fluxjax.jit function"))
 
 
 class Jitted:
@@ -239,7 +240,7 @@ class Jitted:
             dyn_kwargs = {k: v for k, v in kwargs.items() if k not in kw}
             box = [*(None if i in pos else a for i, a in enumerate(args)), dyn_kwargs, self.fn, default_rng]
             w = walk(box, functions=True)
-            if not _stack():
+            if current_region() is None:
                 _commit_beside(w)
             shared = _sharing_pattern(w.leaves)
             key = (w.signature, shared, mode, len(args), static_key(tuple(sorted(pos.items()))),
@@ -254,19 +255,20 @@ class Jitted:
             leaves = _distinct(w.leaves, shared)
         entry.current = (box, w, statics)
         traces = entry.traces
+        top = trace_state_clean()
         try:
-            out_leaves, changed, extra, tree = entry.call(leaves)
+            out_leaves, changed, extra, tree = entry.call(leaves, top)
         except BaseException:
             if plan is None and traces == 0 and entry.traces == 0:
                 self._cache.pop(key, None)  # a failed first trace leaves no entry behind
             raise
         finally:
             entry.current = None
-        if not _stack():
+        if not top and current_region() is None:
             _no_tracers(changed, extra)
         if plan is not None:
-            plan.store(changed, commit if _stack() else None)
-        elif _stack():
+            plan.store(changed, commit if (current_region() is not None) else None)
+        elif (current_region() is not None):
             for where, v in changed.items():
                 for i in where:
                     commit(w.slots[i], v)

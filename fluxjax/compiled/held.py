@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 import jax
+from jax._src.core import trace_state_clean  # no public API says whether a trace is under way
 
 from ..state import commit, current_region, mode_context
 from .call import Jitted
@@ -89,7 +90,7 @@ class HeldSteps:
         entry.current = (box, plan.walk, ({}, {}))
         traces = entry.traces
         try:
-            out_leaves, changed, extra, tree = entry.call(inputs)
+            out_leaves, changed, extra, tree = entry.call(inputs, trace_state_clean())
         finally:
             entry.current = None
         if entry.traces != traces:

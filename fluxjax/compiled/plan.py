@@ -30,8 +30,8 @@ from typing import Any
 import jax
 import numpy as np
 
-from .._slots import _AN_ARRAY, _ARRAY, _NUMBER, Walk, _leaf_sig, static_key
-from ..functors import _version
+from .._slots import AN_ARRAY, ARRAY_TYPES, NUMBER_TYPES, Walk, leaf_sig, static_key
+from ..functors import structure_version
 from .access import Source, loader, storer
 
 _LEAF, _FLAT, _SAME = 0, 1, 2
@@ -46,17 +46,17 @@ def _concrete() -> frozenset:
 
 def _snapshot(c: list | dict) -> tuple:
     if type(c) is dict:
-        return tuple(c), tuple(_AN_ARRAY if isinstance(e, _ARRAY) else e for e in c.values())
-    return None, tuple(_AN_ARRAY if isinstance(e, _ARRAY) else e for e in c)
+        return tuple(c), tuple(AN_ARRAY if isinstance(e, ARRAY_TYPES) else e for e in c.values())
+    return None, tuple(AN_ARRAY if isinstance(e, ARRAY_TYPES) else e for e in c)
 
 
 def _is_kind(src: Source, a: str, sig: Any) -> str:
-    """The check that `a` is data of the kind `_leaf_sig` gave: an array (None), else its number type."""
+    """The check that `a` is data of the kind `leaf_sig` gave: an array (None), else its number type."""
     return f"(type({a}) in _CONCRETE or isinstance({a}, _ARRAY))" if sig is None else f"type({a}) is {src.name(sig)}"
 
 
 def _is_data(v: Any) -> bool:
-    return isinstance(v, _ARRAY) or isinstance(v, _NUMBER)
+    return isinstance(v, ARRAY_TYPES) or isinstance(v, NUMBER_TYPES)
 
 
 class Plan:
@@ -67,15 +67,15 @@ class Plan:
 
     def __init__(self, box: list, w: Walk, entry: Any, n_args: int, mode: bool):
         """`box` is `[*args, kwargs, ...]`: the call's `n_args` arguments, then what else was walked."""
-        self.version = _version[0]
+        self.version = structure_version()
         self.box, self.walk, self.entry, self.mode = box, w, entry, mode
         self.kinds: list[tuple] = []
         skip = {id(box[n_args])}
         for v in box[:n_args]:
             if _is_data(v):
-                self.kinds.append((_LEAF, _leaf_sig(v)))
+                self.kinds.append((_LEAF, leaf_sig(v)))
             elif type(v) is tuple and all(_is_data(e) for e in v):
-                self.kinds.append((_FLAT, type(v), tuple(_leaf_sig(e) for e in v)))
+                self.kinds.append((_FLAT, type(v), tuple(leaf_sig(e) for e in v)))
                 skip.add(id(v))
             else:
                 self.kinds.append((_SAME, v))
@@ -124,7 +124,7 @@ class Plan:
         self._check = self._checker()
 
     def matches(self, args: tuple, mode: bool) -> bool:
-        if _version[0] != self.version or mode != self.mode or self.entry.current is not None:
+        if structure_version() != self.version or mode != self.mode or self.entry.current is not None:
             return False
         try:
             return self._check(args)
@@ -155,7 +155,7 @@ class Plan:
             else:
                 items = [f"{cn}[{i}]" for i in range(len(refs))]
             conds += [
-                _is_kind(src, e, None) if r is _AN_ARRAY else f"{e} is {snapshots}[{n}][2][{i}]"
+                _is_kind(src, e, None) if r is AN_ARRAY else f"{e} is {snapshots}[{n}][2][{i}]"
                 for i, (e, r) in enumerate(zip(items, refs))
             ]
         for slot, v in self.walk.watched:  # what the walked functions read
