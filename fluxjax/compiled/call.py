@@ -203,6 +203,7 @@ class Jitted:
         self._cache: collections.OrderedDict[Any, Entry] = collections.OrderedDict()
         self._plan: Plan | None = None  # the last call's walk, reused while it still fits
         self._lock = threading.RLock()  # one call at a time: a call swaps tracers into live objects
+        self.compilations = 0  # cache entries ever made (the cache keeps the latest MAX_PROGRAMS)
         functools.update_wrapper(self, fn)
 
     def __get__(self, obj: Any, objtype: type | None = None) -> Any:
@@ -307,6 +308,7 @@ class Jitted:
 
     def _make(self, n_args: int, shared: tuple | None, split: tuple | None) -> Entry:
         entry: Entry
+        self.compilations += 1
 
         def pure(*parts):
             if split is None:
