@@ -433,8 +433,13 @@ class ImplicitState:
     def __init__(self, rule, ps: Params):
         self.rule = rule
         self.n = len(ps)
-        with sharing():  # a whole-tree rule has one state, for the list of the arrays of `ps`
-            self.states = [as_transform(rule).init(list(ps))] if is_whole_tree(rule) else [rule.init(x) for x in ps]
+        self.statedef = None
+        with sharing():
+            if is_whole_tree(rule):  # one optax state for the tuple of the arrays of `ps`, kept flat
+                leaves, self.statedef = jax.tree_util.tree_flatten(as_transform(rule).init(tuple(ps)))
+                self.states = [tuple(leaves)]
+            else:
+                self.states = [rule.init(x) for x in ps]
 
 
 def _implicit_holder(rule, ps: Params) -> ImplicitState:
@@ -447,12 +452,16 @@ def _implicit_holder(rule, ps: Params) -> ImplicitState:
 
 def implicit_update_(holder: ImplicitState, ps: Params, gs: Grads) -> None:
     rule = holder.rule
-    if is_whole_tree(rule):
-        xs = [e.value() for e in ps._entries]
+    if holder.statedef is not None:  # a whole-tree rule: the view is the tuple of the arrays
+        xs = tuple(e.value() for e in ps._entries)
+        state = holder.statedef.unflatten(holder.states[0])
         with sharing():
-            res = step_view(rule, holder.states[0], jax.tree_util.tree_structure(xs), xs, list(gs))
+            res = step_view(rule, state, jax.tree_util.tree_structure(xs), list(xs), list(gs))
         if res is not None:
-            commit(Slot(holder.states, 0, False), res[0])
+            leaves, statedef = jax.tree_util.tree_flatten(res[0])
+            if statedef != holder.statedef:
+                commit(Slot(holder, "statedef", True), statedef)
+            commit(Slot(holder.states, 0, False), tuple(leaves))
             for e, new_x in zip(ps._entries, res[1]):
                 e.set(new_x)
         return

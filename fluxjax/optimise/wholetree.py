@@ -13,7 +13,7 @@ first place in `jax.tree` order; the gradients of its other places are added to 
 function receives this view, e.g. `optax.masked(tx, lambda p: jax.tree.map(lambda x: x.ndim > 1, p))`.
 An array without a gradient (Zygote's `nothing`) takes part with a zero gradient, as `jax.grad` would
 give it; a step where no array has a gradient changes nothing. Implicit mode (`update_(tx, ps, gs)`)
-gives optax the list of the arrays of `ps`.
+gives optax the tuple of the arrays of `ps`.
 
 `setup(tx, model)` returns a `TreeState`, which keeps one optax state for the view and the layout that
 maps the view onto the model (`opt_state.layers[0].weight` reads the layout's `Part`, a position in

@@ -262,3 +262,16 @@ def test_implicit_params_see_the_whole_tree():
         update_(tx, ps, gs)
     want = optax_run(tx, [jnp.asarray(a) for a in before], [(X, Y)] * 2)
     assert_trees_close(list(ps), want)
+
+
+@pytest.mark.parametrize("implicit", [False, True])
+def test_train_on_a_mesh(implicit):
+    mesh = jax.make_mesh((1,), ("data",))
+    tx = optax.chain(optax.clip_by_global_norm(0.5), optax.adam(0.05))
+    want = optax_run(tx, [jnp.asarray(a) for a in arrays(model())], BATCHES[:3])
+    m = model()
+    if implicit:
+        train_(lambda x, y: loss(m, x, y), Flux.params(m), BATCHES[:3], tx, mesh=mesh)
+    else:
+        train_(loss, m, BATCHES[:3], setup(tx, m), mesh=mesh)
+    assert_trees_close(arrays(m), want)
