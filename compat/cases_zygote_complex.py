@@ -265,3 +265,61 @@ def case_complex_issue_917_hessian():
         [2, 0, 0, 8, 0, 0, 0, 0, 0], [0, 4, 0, 0, 10, 0, 0, 0, 0], [0, 0, 6, 0, 0, 12, 0, 0, 0],
     )  # fmt: skip
     cclose(Z.hessian(fun, jnp.arange(1.0, 10.0)), want)
+
+
+@case(
+    names=("gradient",),
+    source="Zygote.jl docs/src/complex.md",
+    julia="""
+    julia> gradient(c -> abs2(c), 1+2im)
+    (2 + 4im,)
+    julia> gradient(x -> real(log(x)), 1+2im)[1] |> conj
+    0.2 - 0.4im
+    julia> -im*gradient(x -> imag(log(x)), 1+2im)[1] |> conj
+    0.2 - 0.4im
+    julia> gradient(x -> real(log(x')), 1+2im)[1] |> conj
+    0.2 - 0.4im
+    julia> -im*gradient(x -> imag(log(x')), 1+2im)[1] |> conj
+    -0.2 + 0.4im
+    """,
+)
+def case_complex_docs_gradient():
+    cclose(Z.gradient(lambda c: jnp.abs(c) ** 2, 1 + 2j)[0], 2 + 4j)
+    cclose(np.conj(Z.gradient(lambda x: jnp.real(jnp.log(x)), 1 + 2j)[0]), 0.2 - 0.4j)
+    cclose(np.conj(-1j * Z.gradient(lambda x: jnp.imag(jnp.log(x)), 1 + 2j)[0]), 0.2 - 0.4j)
+    cclose(np.conj(Z.gradient(lambda x: jnp.real(jnp.log(jnp.conj(x))), 1 + 2j)[0]), 0.2 - 0.4j)
+    cclose(np.conj(-1j * Z.gradient(lambda x: jnp.imag(jnp.log(jnp.conj(x))), 1 + 2j)[0]), -0.2 + 0.4j)
+
+
+def _wirtinger(f, x):
+    """Zygote's docs: `jacobi(f, x) = (back(1)[1], back(im)[1])`, then the two Wirtinger derivatives."""
+    _, back = Z.pullback(f, x)
+    du, dv = complex(back(1.0 + 0j)[0]), complex(back(1j)[0])
+    return (np.conj(du) + 1j * np.conj(dv)) / 2, (du + 1j * dv) / 2
+
+
+@case(
+    names=("pullback",),
+    source="Zygote.jl docs/src/complex.md",
+    julia="""
+    function jacobi(f, x)
+      y, back = Zygote.pullback(f, x)
+      back(1)[1], back(im)[1]
+    end
+    function wirtinger(f, x)
+      du, dv = jacobi(f, x)
+      (du' + im*dv')/2, (du + im*dv)/2
+    end
+    julia> wirtinger(x -> 3x^2 + 2x + 1, 1+2im)
+    (8.0 + 12.0im, 0.0 + 0.0im)
+    julia> wirtinger(x -> abs2(x), 1+2im)
+    (1.0 - 2.0im, 1.0 + 2.0im)
+    """,
+)
+def case_complex_docs_wirtinger():
+    d, dbar = _wirtinger(lambda x: 3 * x**2 + 2 * x + 1, 1 + 2j)
+    cclose(d, 8 + 12j)
+    cclose(dbar, 0)
+    d, dbar = _wirtinger(lambda x: (x * jnp.conj(x)).astype(jnp.complex64), 1 + 2j)  # abs2 as a complex value
+    cclose(d, 1 - 2j)
+    cclose(dbar, 1 + 2j)
