@@ -168,3 +168,11 @@ def test_real_arguments_keep_real_gradients():
     assert not jnp.iscomplexobj(g)
     np.testing.assert_allclose(float(g), -np.sin(0.7), rtol=1e-6)
     assert fluxjax.gradient(lambda x: x**2, 3.0)[0] == 6.0
+
+
+def test_finite_differences_backend_follows_the_convention():
+    z = jnp.asarray(Z0, jnp.complex64)
+    (g,) = gradient(loss_j, fluxjax.AutoFiniteDifferences(), z)
+    np.testing.assert_allclose(np.asarray(g), fd_grad(loss_np, Z0), rtol=1e-3, atol=1e-3)
+    (g,) = gradient(lambda z: jnp.abs(z) ** 2, fluxjax.AutoFiniteDifferences(), 1.0 + 2.0j)
+    np.testing.assert_allclose(complex(g), 2.0 + 4.0j, rtol=1e-3)
