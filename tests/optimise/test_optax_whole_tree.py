@@ -275,3 +275,15 @@ def test_train_on_a_mesh(implicit):
     else:
         train_(loss, m, BATCHES[:3], setup(tx, m), mesh=mesh)
     assert_trees_close(arrays(m), want)
+
+
+def test_state_and_loadmodel_round_trip():
+    m = model()
+    tx = optax.chain(optax.clip_by_global_norm(0.5), optax.adam(0.05))
+    st = setup(tx, m)
+    (g,) = Flux.gradient(loss, m)
+    update_(st, m, g)
+    st2 = setup(tx, m)
+    Flux.loadmodel_(st2, Flux.state(st))
+    assert int(st2.state[1][0].count) == 1
+    assert_trees_close(st2.leaves, st.leaves, rtol=0, atol=0)
