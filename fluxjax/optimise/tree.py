@@ -266,7 +266,7 @@ def update_(opt_state: Any, model: Any, grads: Any) -> tuple[Any, Any]:
 
 def _check_state(opt_state: Any, call: str) -> None:
     """A TypeError naming `call` when a rule was passed where `setup`'s state belongs."""
-    if isinstance(opt_state, optax.GradientTransformation) and not isinstance(opt_state, Leaf):
+    if isinstance(as_transform(opt_state), optax.GradientTransformation) and not isinstance(opt_state, Leaf):
         raise TypeError(f"{call}: got a rule where the state belongs. Call opt_state = setup(rule, model) once and pass opt_state.")
 
 

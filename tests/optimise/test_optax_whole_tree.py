@@ -287,3 +287,10 @@ def test_state_and_loadmodel_round_trip():
     Flux.loadmodel_(st2, Flux.state(st))
     assert int(st2.state[1][0].count) == 1
     assert_trees_close(st2.leaves, st.leaves, rtol=0, atol=0)
+
+
+def test_multisteps_given_where_the_state_belongs():
+    m = model()
+    (g,) = Flux.gradient(loss, m)
+    with pytest.raises(TypeError, match="rule where the state belongs"):
+        update_(optax.MultiSteps(optax.sgd(0.1), 2), m, g)
