@@ -375,6 +375,16 @@ class Rule(optax.GradientTransformationExtraArgs):
         return delta, new_state, None
 
 
+def _abs2(g: jax.Array) -> jax.Array:
+    """Optimisers.jl's ``abs2``: ``g·g`` for real ``g``, ``|g|² = re² + im²`` (real) for complex ``g``."""
+    return jnp.real(g * jnp.conj(g)) if jnp.iscomplexobj(g) else g * g
+
+
+def _mul_abs2(c: Any, g: jax.Array) -> jax.Array:
+    """``c·abs2(g)``, computed as ``c·g·g`` (in that order) for real ``g``."""
+    return c * _abs2(g) if jnp.iscomplexobj(g) else c * g * g
+
+
 def _zero_count() -> jax.Array:
     return jnp.zeros((), jnp.int32)
 

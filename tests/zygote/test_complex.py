@@ -176,3 +176,24 @@ def test_finite_differences_backend_follows_the_convention():
     np.testing.assert_allclose(np.asarray(g), fd_grad(loss_np, Z0), rtol=1e-3, atol=1e-3)
     (g,) = gradient(lambda z: jnp.abs(z) ** 2, fluxjax.AutoFiniteDifferences(), 1.0 + 2.0j)
     np.testing.assert_allclose(complex(g), 2.0 + 4.0j, rtol=1e-3)
+
+
+def test_adam_on_complex_parameters_uses_abs2():
+    # Optimisers.jl src/rules.jl Adam: vt = β₂·vt + (1-β₂)·abs2(dx), so vt stays real and the step
+    # points along the (Zygote) gradient; with g² it would rotate the step.
+    m = _complex_model()
+    s = setup(fluxjax.Adam(0.05), m)
+    b = np.asarray(m.bias).astype(np.complex128)
+    mt, vt, bt = np.zeros_like(b), np.zeros(b.shape), np.array([0.9, 0.999])
+    losses = [float(_loss(m))]
+    for _ in range(4):
+        (g,) = gradient(_loss, m)
+        gb = np.asarray(g.bias).astype(np.complex128)
+        update_(s, m, g)
+        mt = 0.9 * mt + 0.1 * gb
+        vt = 0.999 * vt + 0.001 * np.abs(gb) ** 2
+        b = b - mt / (1 - bt[0]) / (np.sqrt(vt / (1 - bt[1])) + 1e-8) * 0.05
+        bt = bt * np.array([0.9, 0.999])
+        np.testing.assert_allclose(np.asarray(m.bias), b, rtol=1e-4, atol=1e-6)
+        losses.append(float(_loss(m)))
+    assert losses[-1] < losses[0]
