@@ -17,6 +17,8 @@ from fluxjax.optimise import (
     ClipNorm,
     Descent,
     OptimiserChain,
+    Part,
+    TreeState,
     adjust,
     adjust_,
     freeze_,
@@ -158,7 +160,7 @@ def test_tied_arrays_share_one_state_and_sum_their_gradients():
     x = jnp.asarray(rng.normal(size=(3, 5)), jnp.float32)
     tx = optax.chain(optax.clip_by_global_norm(0.3), optax.adam(0.1))
     st = setup(tx, m)
-    assert st.layout.n == 3 and st.layers[0].weight == st.layers[1].weight
+    assert isinstance(st, TreeState) and st.layout.n == 3 and st.layers[0].weight == st.layers[1].weight
 
     def plain(ps):
         W, b1, b2 = ps
@@ -191,14 +193,16 @@ def test_a_missing_gradient_is_zero_for_optax():
     assert m[1].bias is b
 
 
-def test_clipnorm_stays_per_array():
-    # Optimisers.jl ClipNorm: each array is scaled to norm ≤ ω on its own (its rules.jl).
+@pytest.mark.parametrize("whole", [False, True])
+def test_clipnorm_stays_per_array(whole):
+    # Optimisers.jl ClipNorm: each array is scaled to norm ≤ ω on its own (its rules.jl), also inside
+    # a chain that holds an optax transformation (and so sees the whole tree).
     m = model()
     before = [np.asarray(a) for a in arrays(m)]
     (g,) = Flux.gradient(lambda m: 100 * loss(m), m)
     gs = [np.asarray(a) for a in (g.layers[0].weight, g.layers[0].bias, g.layers[1].weight, g.layers[1].bias)]
-    st = setup(OptimiserChain(ClipNorm(1.0), Descent(1.0)), m)
-    assert isinstance(st.layers[0].weight, Flux.Leaf)
+    st = setup(OptimiserChain(ClipNorm(1.0), optax.sgd(1.0) if whole else Descent(1.0)), m)
+    assert isinstance(st.layers[0].weight, Part if whole else Flux.Leaf)
     update_(st, m, g)
     for a, b, gg in zip(arrays(m), before, gs):
         n = np.sqrt(np.sum(gg.astype(np.float64) ** 2))
