@@ -3,7 +3,8 @@
 Notation as Optimisers.jl v0.4.8: ``m``, ``v`` the first and second moments (start at 0 unless
 said), updated first each step (``m ← β₁m + (1-β₁)g``, ``v ← β₂v + (1-β₂)g²``); ``βt`` the running
 product ``βᵗ``, stored per array in the parameter's type and multiplied by ``β`` after each step,
-so bias corrections match Optimisers.jl bit for bit. ``Δ`` is subtracted: ``x ← x - Δ``.
+so bias corrections match Optimisers.jl bit for bit. ``Δ`` is subtracted: ``x ← x - Δ``. A square
+``g²`` is Optimisers.jl's ``abs2(g)``: ``|g|²`` for complex parameters.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import jax
 import jax.numpy as jnp
 
 from .._sharing import once
-from ._rule_base import Rule, _pop_lambda
+from ._rule_base import Rule, _abs2, _pop_lambda
 
 __all__ = ["Adam", "AdamW", "RAdam", "AdaMax", "OAdam", "AMSGrad", "NAdam", "AdaBelief", "Lion"]
 
@@ -30,7 +31,7 @@ class AdamState(NamedTuple):
 
 def _moments(h: dict, g: jax.Array, mt: jax.Array, vt: jax.Array) -> tuple[jax.Array, jax.Array]:
     b1, b2 = h["beta"]
-    return b1 * mt + (1 - b1) * g, b2 * vt + (1 - b2) * (g * g)
+    return b1 * mt + (1 - b1) * g, b2 * vt + (1 - b2) * _abs2(g)
 
 
 def _next_bt(h: dict, bt: jax.Array) -> jax.Array:
@@ -291,7 +292,8 @@ class AdaBelief(_AdamLike):
         b1, b2 = h["beta"]
         eps = h["epsilon"]
         mt = b1 * mt + (1 - b1) * g
-        st = b2 * st + (1 - b2) * (g - mt) ** 2 + eps
+        d = g - mt
+        st = b2 * st + (1 - b2) * (_abs2(d) if jnp.iscomplexobj(d) else d**2) + eps
         delta = h["eta"] * mt / (1 - bt[0]) / (jnp.sqrt(st / (1 - bt[1])) + eps)
         return delta, mt, st, _next_bt(h, bt)
 

@@ -2,7 +2,8 @@
 
 Each docstring gives Optimisers.jl v0.4.8's step ``Δ`` (subtracted: ``x ← x - Δ``); ``g`` is the
 incoming gradient (or the previous rule's ``Δ`` inside an ``OptimiserChain``), ``T`` the parameter's
-float type, to which every hyperparameter is cast.
+float type, to which every hyperparameter is cast. A square ``g²`` is Optimisers.jl's ``abs2(g)``:
+``|g|²`` for complex parameters.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ._rule_base import Rule, _is_concrete, _pop_lambda, _warn_gamma
+from ._rule_base import Rule, _abs2, _is_concrete, _mul_abs2, _pop_lambda, _warn_gamma
 
 __all__ = [
     "Descent",
@@ -137,10 +138,10 @@ class RMSProp(Rule):
 
     def _step_leaf(self, h: dict, shared: tuple, g: jax.Array, x: Any, quad: Any, lin: Any) -> tuple:
         rho, eps = h["rho"], h["epsilon"]
-        quad = rho * quad + (1 - rho) * g * g
+        quad = rho * quad + _mul_abs2(1 - rho, g)
         if lin is not None:
             lin = rho * lin + (1 - rho) * g
-            denom = jnp.sqrt(quad - lin * lin) + eps
+            denom = jnp.sqrt(quad - _abs2(lin)) + eps
         else:
             denom = jnp.sqrt(quad) + eps
         return g * h["eta"] / denom, quad, lin
@@ -210,7 +211,7 @@ class AdaGrad(Rule):
         return (jnp.full_like(x, self._hp["epsilon"]),)
 
     def _step_leaf(self, h: dict, shared: tuple, g: jax.Array, x: Any, acc: jax.Array) -> tuple:
-        acc = acc + g * g
+        acc = acc + _abs2(g)
         return g * h["eta"] / (jnp.sqrt(acc) + h["epsilon"]), acc
 
 
@@ -239,9 +240,9 @@ class AdaDelta(Rule):
 
     def _step_leaf(self, h: dict, shared: tuple, g: jax.Array, x: Any, acc: Any, dacc: Any) -> tuple:
         rho, eps = h["rho"], h["epsilon"]
-        acc = rho * acc + (1 - rho) * g * g
+        acc = rho * acc + _mul_abs2(1 - rho, g)
         delta = g * jnp.sqrt(dacc + eps) / jnp.sqrt(acc + eps)
-        dacc = rho * dacc + (1 - rho) * delta * delta
+        dacc = rho * dacc + _mul_abs2(1 - rho, delta)
         return delta, acc, dacc
 
 

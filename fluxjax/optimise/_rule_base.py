@@ -28,6 +28,15 @@ changes the learning rate of a compiled step without re-tracing. Structural opti
 ``couple``, ``p``, ``throw``) live only on the rule. ``rule.adjust(...)`` returns a new rule (for
 printing, for ``init`` of new parameters, and for the structural options); call both to mirror
 Optimisers.jl's ``adjust``, which keeps the moments and changes the rule.
+
+Schedules
+---------
+``eta`` may be an optax schedule, a function of the step count (``Adam(optax.cosine_decay_schedule(
+0.01, 1000))``): step ``t`` (0 for the first update of a state) uses ``η_t = schedule(t)``, as optax's
+``scale_by_learning_rate``. The state is then ``ScheduleState(count, state)``: the number of updates
+so far (int32) around the rule's usual state; the schedule itself is part of the rule (a new schedule
+compiles again). Each state counts its own updates: a per-array rule's leaf counts the steps that
+array took.
 """
 
 from __future__ import annotations
@@ -41,7 +50,7 @@ import optax
 
 from .._sharing import once
 
-__all__ = ["Rule", "LeafState", "DeltaUpdate"]
+__all__ = ["Rule", "LeafState", "ScheduleState", "DeltaUpdate"]
 
 PyTree = Any
 # (Δ, new_state, skip): skip is None, or a boolean scalar that is True when this step makes no update
@@ -55,6 +64,13 @@ class LeafState(NamedTuple):
     """State of a stateless rule: only its hyperparameters."""
 
     hyper: dict
+
+
+class ScheduleState(NamedTuple):
+    """State of a rule whose ``eta`` is a schedule: ``η_t = schedule(count)`` at the next update."""
+
+    count: jax.Array  # updates so far, int32
+    state: Any  # the rule's usual state
 
 
 def _is_none(v: Any) -> bool:
@@ -152,6 +168,10 @@ class Rule(optax.GradientTransformationExtraArgs):
         for k, v in hp.items():
             if isinstance(v, bool) or k in ("n", "opts"):
                 out[k] = v
+            elif k == "eta" and callable(v):
+                if "eta" not in cls._dynamic:
+                    raise TypeError(f"{cls.__name__}: eta is not a learning rate here; it cannot be a schedule")
+                out[k] = v
             elif isinstance(v, (tuple, list)):
                 if len(v) != 2:
                     raise ValueError(f"{cls.__name__}: {k} must be a pair, got {v!r}")
@@ -161,7 +181,7 @@ class Rule(optax.GradientTransformationExtraArgs):
                     out[k] = float(v)
                 except (TypeError, ValueError):
                     raise TypeError(f"{cls.__name__}: {k}={v!r} is not a number") from None
-        if "eta" in out and out["eta"] < 0:
+        if "eta" in out and not callable(out["eta"]) and out["eta"] < 0:
             raise ValueError(f"{cls.__name__}: the learning rate cannot be negative, got eta={out['eta']}")
         return out
 
@@ -215,7 +235,7 @@ class Rule(optax.GradientTransformationExtraArgs):
 
     def static_key(self) -> Any:
         """Hashable key of everything that changes the traced computation (not the values in state)."""
-        return (type(self), tuple((k, v) for k, v in self._hp.items() if k not in self._dynamic))
+        return (type(self), tuple((k, v) for k, v in self._hp.items() if k not in self._dynamic or callable(v)))
 
     # -- adjust ------------------------------------------------------------------------------
     @classmethod
@@ -248,12 +268,20 @@ class Rule(optax.GradientTransformationExtraArgs):
         checked = type(self)._check({k: v for k, v in kw.items() if k in self._dynamic})
         if not checked:
             return state
-        hyper = dict(state.hyper)
+        count = state.count if isinstance(state, ScheduleState) else None
+        inner = state.state if isinstance(state, ScheduleState) else state
+        hyper = dict(inner.hyper)
         for k, v in checked.items():
+            if callable(v):  # a schedule: the rule holds it, the state counts from 0 unless counting already
+                count = once(_zero_count) if count is None else count
+                continue
+            if k == "eta":
+                count = None  # a number after a schedule: no more counting
             old = hyper[k]
             dt = (old[0] if isinstance(old, tuple) else old).dtype
             hyper[k] = _scalar(v, dt, k)
-        return state._replace(hyper=hyper)
+        inner = inner._replace(hyper=hyper)
+        return inner if count is None else ScheduleState(count, inner)
 
     # -- optax interface ---------------------------------------------------------------------
     def init(self, params: PyTree) -> PyTree:
@@ -269,7 +297,16 @@ class Rule(optax.GradientTransformationExtraArgs):
     # -- Δ-convention core (overridden by composites) --------------------------------------------
     def _make_hyper(self, params: PyTree) -> dict:
         dt = _hyper_dtype(params)
-        return {k: _scalar(self._hp[k], dt, k) for k in self._dynamic}
+        hyper = {}
+        for k in self._dynamic:
+            v = self._hp[k]
+            # a schedule: its first value stands in the state (the steps call the schedule)
+            hyper[k] = once(_scheduled, v, once(_zero_count), jnp.dtype(dt)) if callable(v) else _scalar(v, dt, k)
+        return hyper
+
+    def _schedule(self) -> Any:
+        eta = self._hp.get("eta")
+        return eta if callable(eta) else None
 
     def _init_shared(self) -> tuple:
         return ()
@@ -293,13 +330,21 @@ class Rule(optax.GradientTransformationExtraArgs):
         leaves = treedef.flatten_up_to(params)
         per = [(None,) * n if x is None else self._init_leaf(_for_state(x)) for x in leaves]
         fields = tuple(treedef.unflatten([p[i] for p in per]) for i in range(n))
-        return self.State(*fields, *self._init_shared(), self._make_hyper(params))
+        state = self.State(*fields, *self._init_shared(), self._make_hyper(params))
+        return state if self._schedule() is None else ScheduleState(once(_zero_count), state)
 
     def _delta_update(self, dx: PyTree, state: PyTree, params: PyTree = None, **extra: Any) -> DeltaUpdate:
+        sched, count = self._schedule(), None
+        if sched is not None:
+            if not isinstance(state, ScheduleState):
+                raise TypeError(f"{type(self).__name__} with a schedule as eta needs its state from init (a ScheduleState)")
+            count, state = state
         n = self._n_leaf
         leaf_fields = tuple(state[:n])
         shared = tuple(state[n : n + self._n_shared])
         hyper = state.hyper
+        if sched is not None:  # η_t = schedule(t), for this step only; the stored hyper stays as it is
+            hyper = {**hyper, "eta": once(_scheduled, sched, count, jnp.result_type(hyper["eta"]))}
         if params is None and self._needs_params:
             raise ValueError(f"{type(self).__name__} needs the parameters: call update(grads, state, params)")
         treedef = jax.tree.structure(dx, is_leaf=_is_none)
@@ -324,8 +369,32 @@ class Rule(optax.GradientTransformationExtraArgs):
             outs.append((res[0].astype(P), *res[1:]))
         delta = treedef.unflatten([o[0] for o in outs])
         new_fields = [treedef.unflatten([o[i + 1] for o in outs]) for i in range(n)]
-        new_state = self.State(*new_fields, *self._step_shared(hyper, shared), hyper)
+        new_state = self.State(*new_fields, *self._step_shared(hyper, shared), state.hyper)
+        if sched is not None:
+            new_state = ScheduleState(once(_next_count, count), new_state)
         return delta, new_state, None
+
+
+def _abs2(g: jax.Array) -> jax.Array:
+    """Optimisers.jl's ``abs2``: ``g·g`` for real ``g``, ``|g|² = re² + im²`` (real) for complex ``g``."""
+    return jnp.real(g * jnp.conj(g)) if jnp.iscomplexobj(g) else g * g
+
+
+def _mul_abs2(c: Any, g: jax.Array) -> jax.Array:
+    """``c·abs2(g)``, computed as ``c·g·g`` (in that order) for real ``g``."""
+    return c * _abs2(g) if jnp.iscomplexobj(g) else c * g * g
+
+
+def _zero_count() -> jax.Array:
+    return jnp.zeros((), jnp.int32)
+
+
+def _next_count(count: jax.Array) -> jax.Array:
+    return count + 1
+
+
+def _scheduled(schedule: Any, count: jax.Array, dtype: Any) -> jax.Array:
+    return jnp.asarray(schedule(count), dtype)
 
 
 def _zeros_where(pred: Any, tree: PyTree) -> PyTree:

@@ -3,8 +3,9 @@
 `setup(rule, model)` mirrors the model: a `Tangent`-shaped tree with a `Leaf(rule, state)` at every
 trainable array and `None` elsewhere (`opt_state.layers[0].weight`). Tied arrays share one `Leaf`, and
 their gradients are summed. `update_` rebinds the model's arrays and the leaves' states through the
-state thread, so it works eagerly and inside `fluxjax.jit`. Any optax `GradientTransformation` works
-as a rule; it is applied to one array at a time, as Optimisers.jl does.
+state thread, so it works eagerly and inside `fluxjax.jit`. Optimisers.jl's rules act on one array at a
+time; any other optax `GradientTransformation` sees the whole tree of trainable arrays at once, as optax
+means it (`setup` then returns a `TreeState`, see `wholetree.py`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,17 @@ from .._slots import Slot
 from ..functors import is_array, is_float_array, is_layer, layer, trainable
 from ..state import _stack, commit
 from ..zygote import Grads, Params, Tangent
+from .wholetree import (
+    Part,
+    TreeState,
+    adjust_tree,
+    as_transform,
+    check_no_parts,
+    is_whole_tree,
+    new_tree_state,
+    step_view,
+    tree_update,
+)
 
 
 @layer(trainable=())
@@ -41,7 +53,7 @@ class Leaf:
 
 
 def _check_rule(rule, fn):
-    if not isinstance(rule, optax.GradientTransformation):
+    if not isinstance(as_transform(rule), optax.GradientTransformation):
         raise TypeError(
             f"{fn}: expected an optimisation rule (e.g. Adam(), or any optax GradientTransformation), "
             f"got {type(rule).__name__}"
@@ -56,11 +68,16 @@ def setup(rule: optax.GradientTransformation, model: Any) -> Any:
     >>> opt_state.layers[0].weight
     Leaf(Adam(eta=0.01, beta=(0.9, 0.999), epsilon=1e-08))
     ```
+    A plain optax transformation (`optax.clip_by_global_norm`, `optax.MultiSteps`, `optax.masked`, ...,
+    or a rule chained with one) gets a `TreeState`: one optax state for the whole tree of trainable
+    arrays, which it sees at once (see `fluxjax.optimise.wholetree`).
     """
     _check_rule(rule, "setup")
     if isinstance(model, Params):
         raise TypeError("setup: pass the model, not params(model); or use update_(rule, ps, gs) in implicit mode")
-    leaves: dict[int, Leaf] = {}
+    whole = is_whole_tree(rule)
+    leaves: dict[int, Any] = {}
+    arrays: dict[int, Any] = {}  # Part -> its array, for a whole-tree rule
     memo: dict[int, Any] = {}
 
     def build(v):
@@ -75,7 +92,8 @@ def setup(rule: optax.GradientTransformation, model: Any) -> Any:
             return t
         if is_float_array(v):
             if id(v) not in leaves:
-                leaves[id(v)] = Leaf(rule, rule.init(v))
+                leaves[id(v)] = Part() if whole else Leaf(rule, rule.init(v))
+                arrays[id(leaves[id(v)])] = v
             return leaves[id(v)]
         if isinstance(v, list):
             return [build(e) for e in v]
@@ -88,6 +106,8 @@ def setup(rule: optax.GradientTransformation, model: Any) -> Any:
 
     with sharing():  # leaves set up together hold one βt, one array per hyperparameter
         tree = build(model)
+        if whole:
+            tree = new_tree_state(rule, tree, arrays)
     if not leaves:
         warnings.warn(f"setup: model has no trainable parameters: {type(model).__name__}", stacklevel=2)
     return tree
@@ -114,27 +134,30 @@ class _Root:
         return ("root", self.path)
 
 
-def _collect(opt_state, model, grads):
+def _collect(opt_state, model, grads, keep_none=False):
     """[(leaf, x, summed grad, slots)] for every Leaf with a gradient, each Leaf once. A slot is a
-    `Slot` (rebound through the state thread) or a `_Root` (a position in an immutable model)."""
-    acc: dict[int, list] = {}
+    `Slot` (rebound through the state thread) or a `_Root` (a position in an immutable model).
+    With `keep_none`, every leaf (or `Part`, one per view position) comes, its gradient `None` when
+    it has none."""
+    acc: dict[Any, list] = {}
     seen: set = set()
 
     def go(st, m, g, slot):
-        if st is None or g is None:
+        if st is None or (g is None and not keep_none):
             return
-        if isinstance(st, Leaf):
-            if st.frozen or not is_array(m):
+        if isinstance(st, (Leaf, Part)):
+            if isinstance(st, Leaf) and st.frozen or not is_array(m):
                 return
             ident = slot.ident()
             if ident in seen:
                 return
             seen.add(ident)
-            e = acc.get(id(st))
+            key = ("part", st.index) if isinstance(st, Part) else id(st)
+            e = acc.get(key)
             if e is None:
-                acc[id(st)] = [st, m, g, [slot]]
+                acc[key] = [st, m, g, [slot]]
             else:
-                e[2] = e[2] + g
+                e[2] = g if e[2] is None else e[2] if g is None else e[2] + g
                 e[3].append(slot)
             return
         if isinstance(st, Tangent):
@@ -243,7 +266,7 @@ def update_(opt_state: Any, model: Any, grads: Any) -> tuple[Any, Any]:
 
 def _check_state(opt_state: Any, call: str) -> None:
     """A TypeError naming `call` when a rule was passed where `setup`'s state belongs."""
-    if isinstance(opt_state, optax.GradientTransformation) and not isinstance(opt_state, Leaf):
+    if isinstance(as_transform(opt_state), optax.GradientTransformation) and not isinstance(opt_state, Leaf):
         raise TypeError(f"{call}: got a rule where the state belongs. Call opt_state = setup(rule, model) once and pass opt_state.")
 
 
@@ -258,12 +281,34 @@ def _check_explicit(opt_state: Any, model: Any, grads: Any, fn: str) -> None:
 def _step(opt_state: Any, model: Any, grads: Any, write) -> tuple[Any, Any]:
     # every rule runs before anything is rebound, so a rule that raises leaves the model as it was;
     # leaves stepped together keep sharing their step counters (see fluxjax/_sharing.py)
+    if isinstance(opt_state, TreeState):
+        return _tree_step(opt_state, model, grads, write)
     with sharing():
         steps = [(leaf, *_new_values(leaf, x, g), slots) for leaf, x, g, slots in _collect(opt_state, model, grads)]
     roots: dict[tuple, Any] = {}
     for step in steps:
         _apply(*step, roots, write)
     return opt_state, (_rebuild(model, roots) if roots else model)
+
+
+def _tree_step(ts: TreeState, model: Any, grads: Any, write) -> tuple[Any, Any]:
+    """`_step` for a whole-tree optax transformation: one optax update of the view (`wholetree.py`)."""
+    with sharing():
+        res = tree_update(ts, _collect(ts.layout.mirror, model, grads, keep_none=True))
+    if res is None:
+        return ts, model
+    (leaves, statedef), news = res
+    write(Slot(ts, "leaves", True), leaves)
+    if statedef != ts.statedef:  # optax changed its state's containers (a static field)
+        write(Slot(ts, "statedef", True), statedef)
+    roots: dict[tuple, Any] = {}
+    for new_x, slots in news:
+        for s in slots:
+            if isinstance(s, _Root):
+                roots[s.path] = new_x
+            else:
+                write(s, new_x)
+    return ts, (_rebuild(model, roots) if roots else model)
 
 
 def _copy(v, memo):
@@ -319,8 +364,12 @@ def _leaves(tree, fn: str = "") -> list[Leaf]:
 def adjust_(opt_state: Any, eta: float | None = None, **kw) -> Any:
     """Change hyperparameters in place, keeping the moments (Optimisers.jl's `adjust!`):
     `adjust_(opt_state, 0.001)` or `adjust_(opt_state, beta=(0.8, 0.99))`; acts on a subtree too."""
+    if isinstance(opt_state, TreeState):
+        adjust_tree(opt_state, eta, kw)
+        return opt_state
     if is_layer(opt_state) and not isinstance(opt_state, Leaf) or is_array(opt_state):
         raise TypeError("adjust_ acts on the optimiser state from setup(), not on the model")
+    check_no_parts(opt_state, "adjust_")
     with sharing():
         for leaf in _leaves(opt_state, "adjust_"):
             rule = leaf.rule
@@ -342,6 +391,8 @@ def adjust(tree: Any, eta: float | None = None, **kw) -> Any:
         if not hasattr(tree, "adjust"):
             raise TypeError(f"adjust: {type(tree).__name__} is a plain optax transformation; it has no hyperparameters to adjust")
         return tree.adjust(*(() if eta is None else (eta,)), **kw)
+    if isinstance(tree, TreeState):
+        return adjust_(_copy(tree, {}), eta, **kw)
     if is_layer(tree) and not isinstance(tree, Leaf) or is_array(tree):
         raise TypeError("adjust acts on the optimiser state from setup() (or on a rule), not on the model")
     _leaves(tree, "adjust")
@@ -349,7 +400,12 @@ def adjust(tree: Any, eta: float | None = None, **kw) -> Any:
 
 
 def freeze_(opt_state: Any) -> Any:
-    """Mark every leaf under `opt_state` frozen: `update_` skips them (Optimisers.jl's `freeze!`)."""
+    """Mark every leaf under `opt_state` frozen: `update_` skips them (Optimisers.jl's `freeze!`).
+    A whole-tree optax transformation's `TreeState` is frozen as a whole."""
+    if isinstance(opt_state, TreeState):
+        opt_state.frozen = True
+        return opt_state
+    check_no_parts(opt_state, "freeze_")
     for leaf in _leaves(opt_state, "freeze_"):
         leaf.frozen = True
     return opt_state
@@ -357,6 +413,10 @@ def freeze_(opt_state: Any) -> Any:
 
 def thaw_(opt_state: Any) -> Any:
     """Undo `freeze_`."""
+    if isinstance(opt_state, TreeState):
+        opt_state.frozen = False
+        return opt_state
+    check_no_parts(opt_state, "thaw_")
     for leaf in _leaves(opt_state, "thaw_"):
         leaf.frozen = False
     return opt_state
@@ -372,20 +432,39 @@ class ImplicitState:
 
     def __init__(self, rule, ps: Params):
         self.rule = rule
+        self.n = len(ps)
+        self.statedef = None
         with sharing():
-            self.states = [rule.init(x) for x in ps]
+            if is_whole_tree(rule):  # one optax state for the tuple of the arrays of `ps`, kept flat
+                leaves, self.statedef = jax.tree_util.tree_flatten(as_transform(rule).init(tuple(ps)))
+                self.states = [tuple(leaves)]
+            else:
+                self.states = [rule.init(x) for x in ps]
 
 
 def _implicit_holder(rule, ps: Params) -> ImplicitState:
     holders = ps.__dict__.setdefault("_opt_states", {})
     h = holders.get(id(rule))
-    if h is None or h.rule is not rule or len(h.states) != len(ps):
+    if h is None or h.rule is not rule or h.n != len(ps):
         h = holders[id(rule)] = ImplicitState(rule, ps)
     return h
 
 
 def implicit_update_(holder: ImplicitState, ps: Params, gs: Grads) -> None:
     rule = holder.rule
+    if holder.statedef is not None:  # a whole-tree rule: the view is the tuple of the arrays
+        xs = tuple(e.value() for e in ps._entries)
+        state = holder.statedef.unflatten(holder.states[0])
+        with sharing():
+            res = step_view(rule, state, jax.tree_util.tree_structure(xs), list(xs), list(gs))
+        if res is not None:
+            leaves, statedef = jax.tree_util.tree_flatten(res[0])
+            if statedef != holder.statedef:
+                commit(Slot(holder, "statedef", True), statedef)
+            commit(Slot(holder.states, 0, False), tuple(leaves))
+            for e, new_x in zip(ps._entries, res[1]):
+                e.set(new_x)
+        return
     with sharing():
         for i, (e, g) in enumerate(zip(ps._entries, gs)):
             if g is None:

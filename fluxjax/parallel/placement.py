@@ -174,10 +174,13 @@ def _follow(opt_state: Any, model: Any, mesh: Mesh, only_new: bool = False) -> N
                     go(s, m[k])
 
     if isinstance(opt_state, ImplicitState):  # model is then a Params
-        for i, e in enumerate(model._entries):
-            place_state(opt_state.states, i, e.value())
-        return
-    go(opt_state, model)
+        if len(opt_state.states) == len(model._entries):  # one state per array
+            for i, e in enumerate(model._entries):
+                place_state(opt_state.states, i, e.value())
+            return
+        # else one whole-tree optax state for all of them: replicated below
+    else:
+        go(opt_state, model)
     # anything not reached through the model (e.g. state of arrays the model no longer has)
     for _, slot, x in _arrays(opt_state):
         if not _on(x, mesh):

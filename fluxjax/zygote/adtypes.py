@@ -94,19 +94,23 @@ def _finite_differences(f: Callable, args: tuple, name: str) -> tuple[Any, Any]:
 
 
 def _stencil(f: Callable[[Any], float], x: Any) -> jax.Array:
-    """d f / d x for `f` of one array (or number) `x`, element by element, by the 5-point stencil."""
-    x0 = jnp.asarray(x, dtype=jnp.result_type(float) if isinstance(x, _NUMBER) else None)
-    flat = np.asarray(x0, dtype=np.float64).reshape(-1)
+    """d f / d x for `f` of one array (or number) `x`, element by element, by the 5-point stencil. For
+    complex `x = u + iv`, Zygote's convention: `∂f/∂u + i·∂f/∂v`."""
+    kind = complex if isinstance(x, (complex, np.complexfloating)) else float
+    x0 = jnp.asarray(x, dtype=jnp.result_type(kind) if isinstance(x, _NUMBER) else None)
+    cplx = jnp.iscomplexobj(x0)
+    flat = np.asarray(x0, dtype=np.complex128 if cplx else np.float64).reshape(-1)
     eps = float(jnp.finfo(x0.dtype).eps)
     g = np.zeros_like(flat)
     for j, xj in enumerate(flat):
         h = 2.0 ** np.round(np.log2(eps**0.2 * max(1.0, abs(xj))))  # a power of two: x ± h are exact
-        at = []
-        for d in (-2 * h, -h, h, 2 * h):
-            xd = flat.copy()
-            xd[j] += d
-            at.append(f(jnp.asarray(xd.reshape(x0.shape), x0.dtype)))
-        g[j] = (at[0] - 8 * at[1] + 8 * at[2] - at[3]) / (12 * h)
+        for unit in (1, 1j) if cplx else (1,):
+            at = []
+            for d in (-2 * h, -h, h, 2 * h):
+                xd = flat.copy()
+                xd[j] += d * unit
+                at.append(f(jnp.asarray(xd.reshape(x0.shape), x0.dtype)))
+            g[j] += unit * (at[0] - 8 * at[1] + 8 * at[2] - at[3]) / (12 * h)
     return jnp.asarray(g.reshape(x0.shape), x0.dtype)
 
 

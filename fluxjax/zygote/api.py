@@ -12,7 +12,7 @@ import numpy as np
 
 from .adtypes import ADType
 from .closure import _check_leaks, _snapshot
-from .plan import _grads, _plan, _used_inputs, _vjp
+from .plan import _grads, _plan, _used_inputs, _vjp, zygote_cotangents, zygote_seed
 
 
 def gradient(f: Callable, *args) -> Any:
@@ -59,7 +59,9 @@ def withgradient(f: Callable, *args) -> WithGradient:
 
 def pullback(f: Callable, *args) -> tuple[Any, Callable]:
     """`y, back = pullback(f, args...)`; `back(dy)` returns the gradients as `gradient` does.
-    A `None` inside `dy` is a zero cotangent; `back(None)` gives all `None`."""
+    A `None` inside `dy` is a zero cotangent; `back(None)` gives all `None`. Complex numbers follow
+    Zygote: `back(dy) = conj(vjp(conj(dy)))` with JAX's `vjp`, so for a real `f`, `back(1)` is
+    `∂f/∂x + i·∂f/∂y` at `z = x + iy`."""
     plan, y, back, _ = _vjp(f, args, "pullback", check=False)
     n = len(plan.primals)
     used = _used_inputs(back, n) if n else []
@@ -71,7 +73,7 @@ def pullback(f: Callable, *args) -> tuple[Any, Callable]:
             lambda d, yy: jnp.zeros_like(yy) if d is None else jnp.asarray(d, jnp.result_type(yy)),
             dy, y, is_leaf=lambda z: z is None,
         )
-        cts = back(dy)
+        cts = zygote_cotangents(back(zygote_seed(dy)))
         return plan.finish([c if u else None for c, u in zip(cts, used)])
 
     return y, pb
@@ -87,15 +89,27 @@ def _vec_jacobian(J, yshape, xshape):
     return J.reshape(int(np.prod(yshape)), int(np.prod(xshape)))
 
 
+def _jacobian_rows(y, back) -> list:
+    """Zygote's jacobian: row `k` is the pullback of the `k`-th unit output, `back(e_k)`; for complex
+    numbers that is `conj` of JAX's reverse-mode row (`jax.jacrev`, which refuses non-holomorphic
+    complex functions). Each result has shape `y.shape + x.shape`."""
+    yshape = np.shape(y)
+    ny = int(np.prod(yshape))
+    basis = jnp.eye(ny, dtype=jnp.result_type(y)).reshape((ny, *yshape))
+    rows = jax.vmap(back)(basis)
+    return [J.reshape(yshape + J.shape[1:]) for J in zygote_cotangents(rows)]
+
+
 def withjacobian(f: Callable, *args) -> WithGradient:
-    """`(val, jacobians)`: for an array argument `a`, `J[k, i] = ∂vec(y)[k] / ∂vec(a)[i]`."""
+    """`(val, jacobians)`: for an array argument `a`, `J[k, i] = ∂vec(y)[k] / ∂vec(a)[i]`; for complex
+    numbers, Zygote's convention (row `k` is `back(e_k)`, see `pullback`)."""
     plan = _plan(f, args, "jacobian")
     if not plan.primals:
         y, _ = plan.fx()
         return WithGradient(y, plan.finish([]))
-    y, aux = plan.fx(*plan.primals)
+    y, back, aux = jax.vjp(plan.fx, *plan.primals, has_aux=True)
     plan.commit(aux)
-    jac = jax.jacrev(lambda *xs: plan.fx(*xs)[0], argnums=tuple(range(len(plan.primals))))(*plan.primals)
+    jac = _jacobian_rows(y, back)
     yshape = np.shape(y)
     mats = [_vec_jacobian(J, yshape, np.shape(x)) for J, x in zip(jac, plan.primals)]
     return WithGradient(y, plan.finish(mats))

@@ -42,8 +42,26 @@ def _make_fx(call, slot_groups, written):
 
 def _as_primal(v):
     if isinstance(v, _NUMBER) and not isinstance(v, (bool, np.bool_)):
-        return jnp.asarray(v, dtype=jnp.result_type(float))
+        kind = complex if isinstance(v, (complex, np.complexfloating)) else float
+        return jnp.asarray(v, dtype=jnp.result_type(kind))
     return v
+
+
+def _conj(c):
+    return jnp.conj(c) if c is not None and jnp.iscomplexobj(c) else c
+
+
+def zygote_cotangents(cts) -> list:
+    """JAX's cotangents in Zygote's convention for complex numbers: conjugated. For a real `f` of a
+    complex `z = x + iy`, JAX's `vjp` gives `∂f/∂x - i·∂f/∂y` and Zygote gives `∂f/∂x + i·∂f/∂y` (the
+    direction of steepest ascent, so that `z - η·g` descends); in general Zygote's pullback is
+    `back_zygote(dy) = conj(back_jax(conj(dy)))`. Real cotangents are unchanged."""
+    return [_conj(c) for c in cts]
+
+
+def zygote_seed(dy):
+    """The cotangent to give JAX's `vjp` for Zygote's `back(dy)`: `conj(dy)` (see `zygote_cotangents`)."""
+    return jax.tree_util.tree_map(_conj, dy)
 
 
 def _is_int(v) -> bool:
@@ -51,12 +69,12 @@ def _is_int(v) -> bool:
 
 
 def _differentiable(w) -> list[int]:
-    """The leaves of a `walk` that `gradient` differentiates: parameters that are float arrays or real
-    numbers (not bools)."""
+    """The leaves of a `walk` that `gradient` differentiates: parameters that are float or complex arrays,
+    or numbers (real or complex; not bools)."""
     return [
         i
         for i, (v, r) in enumerate(zip(w.leaves, w.roles))
-        if r == PARAM and (is_float_array(v) or (isinstance(v, _NUMBER) and not isinstance(v, (bool, np.bool_, complex))))
+        if r == PARAM and (is_float_array(v) or (isinstance(v, _NUMBER) and not isinstance(v, (bool, np.bool_))))
     ]
 
 
@@ -198,7 +216,7 @@ def _grads(plan: _Plan, y, back, seed=None):
     used = _used_inputs(back, n)
     if not any(used):
         return plan.finish([None] * n)
-    cts = back(jnp.ones_like(y) if seed is None else seed)
+    cts = zygote_cotangents(back(jnp.ones_like(y) if seed is None else zygote_seed(seed)))
     return plan.finish([c if u else None for c, u in zip(cts, used)])
 
 

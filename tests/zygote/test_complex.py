@@ -1,0 +1,199 @@
+"""Complex numbers follow Zygote's convention in every entry point (Zygote.jl test/complex.jl; the
+ported cases are in compat/cases_zygote_complex.py).
+
+For a real `f` of `z = x + iy`, Zygote's gradient is `∂f/∂x + i·∂f/∂y`, the conjugate of `jax.grad`;
+its pullback is `back(dy) = conj(vjp(conj(dy)))`; its jacobian's row `k` is `back(e_k)`. References
+here are central finite differences in complex128 NumPy.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import fluxjax
+from fluxjax import Dense, Descent, gradient, jacobian, params, pullback, setup, train_, update, update_, withgradient
+
+Z0 = np.array([0.3 + 0.5j, -1.2 + 0.7j, 2.0 - 0.1j])
+
+
+def fd_grad(f, z, eps=1e-6):
+    """`∂f/∂x + i·∂f/∂y` for a real `f` of a complex array `z`, entry by entry."""
+    z = np.asarray(z, np.complex128)
+    out = np.zeros_like(z)
+    for i in np.ndindex(z.shape):
+        e = np.zeros_like(z)
+        e[i] = 1
+        dx = (f(z + eps * e) - f(z - eps * e)) / (2 * eps)
+        dy = (f(z + 1j * eps * e) - f(z - 1j * eps * e)) / (2 * eps)
+        out[i] = dx + 1j * dy
+    return out
+
+
+def loss_np(z):
+    return float(np.sum(np.abs(z - 1j) ** 2 * np.real(z) + np.imag(z) ** 3))
+
+
+def loss_j(z):
+    return jnp.sum(jnp.abs(z - 1j) ** 2 * jnp.real(z) + jnp.imag(z) ** 3)
+
+
+def test_gradient_is_the_conjugate_of_jax_grad():
+    # Zygote.jl test/complex.jl: gradient(a -> real(a*conj(a)), 0.3im)[1] == 0.6im
+    (g,) = gradient(lambda a: (a * a.conj()).real, 0.3j)
+    assert g is not None
+    np.testing.assert_allclose(complex(g), 0.6j, rtol=1e-6)
+    z = jnp.asarray(Z0, jnp.complex64)
+    (g,) = gradient(loss_j, z)
+    np.testing.assert_allclose(np.asarray(g), fd_grad(loss_np, Z0), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(np.asarray(g), np.conj(np.asarray(jax.grad(loss_j)(z))), rtol=1e-6)
+
+
+def test_python_complex_scalar_gets_a_gradient():
+    (g,) = gradient(lambda z: jnp.abs(z) ** 2, 1.0 + 2.0j)  # 2z
+    np.testing.assert_allclose(complex(g), 2.0 + 4.0j, rtol=1e-6)
+    g = gradient(lambda a, z: a * jnp.real(z * z), 3.0, 1.0 + 1.0j)  # ∂/∂z of a·(x²-y²) = a(2x - 2iy)
+    np.testing.assert_allclose(float(g[0]), 0.0, atol=1e-6)
+    np.testing.assert_allclose(complex(g[1]), 6.0 - 6.0j, rtol=1e-6)
+
+
+def test_withgradient_and_aux():
+    z = jnp.asarray(Z0, jnp.complex64)
+    val, (g,) = withgradient(lambda z: (loss_j(z), "aux"), z)
+    assert val[1] == "aux"
+    np.testing.assert_allclose(float(val[0]), loss_np(Z0), rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(g), fd_grad(loss_np, Z0), rtol=1e-4, atol=1e-4)
+
+
+def test_pullback_real_output_and_complex_cotangent():
+    z = jnp.asarray(Z0, jnp.complex64)
+    y, back = pullback(loss_j, z)
+    (g,) = back(2.0)
+    np.testing.assert_allclose(np.asarray(g), 2 * fd_grad(loss_np, Z0), rtol=1e-4, atol=1e-4)
+    # a complex output: back(dy) is the gradient of Re(conj(dy)·f), Zygote's pairing of cotangents
+    f = lambda z: z**2 * jnp.conj(z[::-1])  # noqa: E731 (neither holomorphic nor real)
+    fnp = lambda z: z**2 * np.conj(z[::-1])  # noqa: E731
+    dy = np.array([0.5 - 1j, 2j, -1.0 + 0.25j])
+    y, back = pullback(f, z)
+    (g,) = back(jnp.asarray(dy, jnp.complex64))
+    want = fd_grad(lambda w: float(np.sum(np.real(np.conj(dy) * fnp(w)))), Z0)
+    np.testing.assert_allclose(np.asarray(g), want, rtol=1e-4, atol=1e-4)
+
+
+def test_jacobian_rows_are_pullbacks_of_unit_vectors():
+    z = jnp.asarray(Z0, jnp.complex64)
+    f = lambda z: jnp.conj(z) * z[0] + 2j * z  # noqa: E731
+    fnp = lambda z: np.conj(z) * z[0] + 2j * z  # noqa: E731
+    (J,) = jacobian(f, z)
+    assert J.shape == (3, 3)
+    for k in range(3):  # row k = back(e_k) = gradient of Re(f_k)
+        want = fd_grad(lambda w, k=k: float(np.real(fnp(w)[k])), Z0)
+        np.testing.assert_allclose(np.asarray(J[k]), want, rtol=1e-4, atol=1e-4)
+    # holomorphic: J = conj(f'(z)), here f(z) = z² elementwise
+    (J,) = jacobian(lambda z: z**2, z)
+    np.testing.assert_allclose(np.asarray(J), np.diag(np.conj(2 * Z0)), rtol=1e-5)
+    # real input, complex output: only the real part pulls back
+    (J,) = jacobian(lambda x: (1 + 2j) * x, jnp.asarray([1.0, 2.0]))
+    np.testing.assert_allclose(np.asarray(J), np.eye(2), rtol=1e-6)
+
+
+def test_implicit_params_gradient():
+    W = jnp.asarray([[1 + 1j, 2 - 1j]], jnp.complex64)
+    b = jnp.asarray([0.5j], jnp.complex64)
+    m = Dense(W, b)
+    x = jnp.asarray([1.0 - 1j, 0.5 + 2j], jnp.complex64)
+    ps = params(m)
+    gs = gradient(lambda: jnp.sum(jnp.abs(m(x)) ** 2), ps)
+    r = np.asarray(W) @ np.asarray(x) + np.asarray(b)  # d|r|²: 2r for b, 2r·conj(x)ᵀ for W
+    np.testing.assert_allclose(np.asarray(gs[m.bias]), 2 * r, rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(gs[m.weight]), 2 * np.outer(r, np.conj(np.asarray(x))), rtol=1e-5)
+
+
+def _complex_model():
+    W = jnp.asarray([[1 + 1j, 2 - 1j], [0.5j, -1.0]], jnp.complex64)
+    return Dense(W, jnp.asarray([0.5j, 0.2], jnp.complex64))
+
+
+X = jnp.asarray([1.0 - 1j, 0.5 + 2j], jnp.complex64)
+TARGET = jnp.asarray([1.0, -1j], jnp.complex64)
+
+
+def _loss(m):
+    return jnp.sum(jnp.abs(m(X) - TARGET) ** 2)
+
+
+@pytest.mark.parametrize("how", ["update_", "update"])
+def test_descent_moves_a_complex_parameter_downhill(how):
+    m = _complex_model()
+    W0, b0 = np.asarray(m.weight), np.asarray(m.bias)
+    (g,) = gradient(_loss, m)
+    r = W0 @ np.asarray(X) + b0 - np.asarray(TARGET)
+    np.testing.assert_allclose(np.asarray(g.bias), 2 * r, rtol=1e-5)
+    s = setup(Descent(0.01), m)
+    before = float(_loss(m))
+    if how == "update_":
+        update_(s, m, g)
+    else:
+        s, m = update(s, m, g)
+    np.testing.assert_allclose(np.asarray(m.bias), b0 - 0.01 * 2 * r, rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(m.weight), W0 - 0.01 * 2 * np.outer(r, np.conj(np.asarray(X))), rtol=1e-5)
+    assert float(_loss(m)) < before
+
+
+@pytest.mark.parametrize("jit", [True, False])
+def test_train_descends_with_complex_parameters(jit):
+    m = _complex_model()
+    losses = [float(_loss(m))]
+    s = setup(Descent(0.02), m)
+    for _ in range(5):
+        train_(lambda m: _loss(m), m, [()], s, jit=jit)
+        losses.append(float(_loss(m)))
+    assert all(b < a for a, b in zip(losses, losses[1:])), losses
+    assert losses[-1] < 0.5 * losses[0]
+
+
+def test_implicit_update_descends():
+    m = _complex_model()
+    ps = params(m)
+    b0 = np.asarray(m.bias)
+    gs = gradient(lambda: _loss(m), ps)
+    g_b = np.asarray(gs[m.bias])
+    update_(Descent(0.01), ps, gs)
+    np.testing.assert_allclose(np.asarray(m.bias), b0 - 0.01 * g_b, rtol=1e-6)
+    assert float(_loss(m)) < float(_loss(_complex_model()))
+
+
+def test_real_arguments_keep_real_gradients():
+    (g,) = gradient(lambda x: jnp.real(jnp.exp(1j * x)), 0.7)  # -sin(x)
+    assert not jnp.iscomplexobj(g)
+    np.testing.assert_allclose(float(g), -np.sin(0.7), rtol=1e-6)
+    assert fluxjax.gradient(lambda x: x**2, 3.0)[0] == 6.0
+
+
+def test_finite_differences_backend_follows_the_convention():
+    z = jnp.asarray(Z0, jnp.complex64)
+    (g,) = gradient(loss_j, fluxjax.AutoFiniteDifferences(), z)
+    np.testing.assert_allclose(np.asarray(g), fd_grad(loss_np, Z0), rtol=1e-3, atol=1e-3)
+    (g,) = gradient(lambda z: jnp.abs(z) ** 2, fluxjax.AutoFiniteDifferences(), 1.0 + 2.0j)
+    np.testing.assert_allclose(complex(g), 2.0 + 4.0j, rtol=1e-3)
+
+
+def test_adam_on_complex_parameters_uses_abs2():
+    # Optimisers.jl src/rules.jl Adam: vt = β₂·vt + (1-β₂)·abs2(dx), so vt stays real and the step
+    # points along the (Zygote) gradient; with g² it would rotate the step.
+    m = _complex_model()
+    s = setup(fluxjax.Adam(0.05), m)
+    b = np.asarray(m.bias).astype(np.complex128)
+    mt, vt, bt = np.zeros_like(b), np.zeros(b.shape), np.array([0.9, 0.999])
+    losses = [float(_loss(m))]
+    for _ in range(4):
+        (g,) = gradient(_loss, m)
+        gb = np.asarray(g.bias).astype(np.complex128)
+        update_(s, m, g)
+        mt = 0.9 * mt + 0.1 * gb
+        vt = 0.999 * vt + 0.001 * np.abs(gb) ** 2
+        b = b - mt / (1 - bt[0]) / (np.sqrt(vt / (1 - bt[1])) + 1e-8) * 0.05
+        bt = bt * np.array([0.9, 0.999])
+        np.testing.assert_allclose(np.asarray(m.bias), b, rtol=1e-4, atol=1e-6)
+        losses.append(float(_loss(m)))
+    assert losses[-1] < losses[0]
