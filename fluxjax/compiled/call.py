@@ -24,6 +24,7 @@ from jax._src.core import trace_state_clean  # no public API says whether a trac
 from jax.sharding import SingleDeviceSharding
 
 from .._slots import Slot, Walk, set_many, static_key, walk
+from ..functors import structure_version
 from ..random import default_key, default_rng
 from ..state import TRACER_ERROR, commit, current_region, mode_context, run_in_region
 from .options import with_defaults
@@ -267,6 +268,7 @@ class Jitted:
             entry.current = None
         if not top and current_region() is None:
             _no_tracers(changed, extra)
+        version = structure_version()  # before the writes: one that changes the structure voids the plan
         if plan is not None:
             plan.store(changed, commit if (current_region() is not None) else None)
         elif (current_region() is not None):
@@ -278,7 +280,7 @@ class Jitted:
         for k, v in extra.items():
             commit(entry.extra_slots[k], v)
         if plan is None and not kwargs and not statics[0] and w.reusable:
-            plan = self._plan = Plan(box, w, entry, len(args), mode)
+            plan = self._plan = Plan(box, w, entry, len(args), mode, version)
         if plan is not None:
             if entry.traces != traces:  # what the trace's own Python code changed is not a change
                 plan.refresh()

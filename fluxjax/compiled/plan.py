@@ -65,9 +65,12 @@ class Plan:
     __slots__ = ("version", "box", "walk", "entry", "kinds", "containers", "owned", "positions", "mode", "_check",
                  "_load", "_stores", "_placers")
 
-    def __init__(self, box: list, w: Walk, entry: Any, n_args: int, mode: bool):
-        """`box` is `[*args, kwargs, ...]`: the call's `n_args` arguments, then what else was walked."""
-        self.version = structure_version()
+    def __init__(self, box: list, w: Walk, entry: Any, n_args: int, mode: bool, version: int):
+        """`box` is `[*args, kwargs, ...]`: the call's `n_args` arguments, then what else was walked;
+        `version` is the structure version before the call wrote its results back (a call that
+        changed the structure, by writing a new container into a field, leaves a plan that no longer
+        fits)."""
+        self.version = version
         self.box, self.walk, self.entry, self.mode = box, w, entry, mode
         self.kinds: list[tuple] = []
         skip = {id(box[n_args])}

@@ -8,6 +8,7 @@ import pytest
 
 import fluxjax as Flux
 from fluxjax.losses import mse
+from fluxjax.state import rebind
 
 _first = Flux.jit(lambda m, xs: m(xs[0]))
 _by_key = Flux.jit(lambda m, d: m(d["x"]) * d["scale"])
@@ -79,3 +80,22 @@ def test_train_over_generators_and_lists_of_lists(kind):
     Flux.train_(loss, m, batches(), o)
     Flux.train_(loss, ref, batches(), oref, jit=False)
     _assert_same(m, ref)
+
+
+@Flux.layer
+class _Holder:
+    def __init__(self):
+        self.s = ({"w": jnp.zeros(()), "b": jnp.zeros(())},)
+
+
+@Flux.jit
+def _bump_holder(h):
+    d = h.s[0]
+    rebind(h, "s", ({"w": d["w"] + 1, "b": d["b"] + 10},))  # a new dict in a new tuple
+
+
+def test_a_field_rebound_to_a_new_container_is_read_by_the_next_call():
+    h = _Holder()
+    for i in range(1, 5):
+        _bump_holder(h)
+        assert float(h.s[0]["w"]) == i and float(h.s[0]["b"]) == 10 * i
