@@ -23,6 +23,7 @@ from ..state import commit, guard_writes, run_in_region, trainmode_, written
 from ..zygote import Params, _first, withgradient
 from ..zygote.adtypes import ADType
 from .tree import _check_state, _implicit_holder, implicit_update_, setup, update_
+from .wholetree import as_transform
 
 
 class NonFiniteLoss(FloatingPointError):
@@ -186,6 +187,7 @@ def train_(loss: Callable, model: Any, data: Iterable, opt_state: Any, *rest: An
     adtype, model, data, opt_state = _split_adtype("train_", model, data, opt_state, rest, "data")
     jit = jit and (adtype is None or adtype.traceable)  # every traceable adtype is JAX's reverse mode
     sources = None
+    opt_state = as_transform(opt_state)  # optax.MultiSteps, a class of its own
     if isinstance(model, Params):
         if not isinstance(opt_state, optax.GradientTransformation):
             raise TypeError("train_(loss, ps, data, rule): implicit mode takes a rule, e.g. Adam()")

@@ -298,3 +298,20 @@ def test_multisteps_given_where_the_state_belongs():
     (g,) = Flux.gradient(loss, m)
     with pytest.raises(TypeError, match="rule where the state belongs"):
         update_(optax.MultiSteps(optax.sgd(0.1), 2), m, g)
+
+
+@pytest.mark.parametrize("jit", [True, False])
+def test_implicit_train_with_multisteps_equals_explicit_updates(jit):
+    Flux.seed_(2)
+    m = Flux.Dense(2, 1)
+    ref = Flux.fmap(lambda v: v, m)
+    w0 = np.asarray(m.weight)
+    x, y = jnp.arange(8.0).reshape(2, 4) / 8, jnp.zeros((1, 4))
+    Flux.train_(lambda x, y: Flux.losses.mse(m(x), y), Flux.params(m), [(x, y)] * 5,
+                optax.MultiSteps(optax.sgd(0.1), 2), jit=jit)
+    st = Flux.setup(optax.MultiSteps(optax.sgd(0.1), 2), ref)
+    for _ in range(5):
+        g = Flux.gradient(lambda r: Flux.losses.mse(r(x), y), ref)[0]
+        Flux.update_(st, ref, g)
+    np.testing.assert_allclose(m.weight, ref.weight, rtol=1e-6)
+    assert not np.allclose(m.weight, w0)  # two accumulated steps were applied
