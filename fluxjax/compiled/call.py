@@ -392,7 +392,7 @@ def jit(fn: Callable | None = None, **jit_kwargs: Any) -> Any:
     >>> opt_state = Flux.setup(Flux.Descent(0.1), model)
     >>> @Flux.jit
     ... def step(model, opt_state, x, y):
-    ...     loss, (g,) = Flux.withgradient(lambda m: Flux.mse(m(x), y), model)
+    ...     loss, (g,) = Flux.withgradient(lambda m: Flux.losses.mse(m(x), y), model)
     ...     Flux.update_(opt_state, model, g)
     ...     return loss
     >>> x, y = jnp.ones((2, 4)), jnp.zeros((1, 4))
