@@ -398,6 +398,7 @@ def jit(fn: Callable | None = None, **jit_kwargs: Any) -> Any:
     >>> x, y = jnp.ones((2, 4)), jnp.zeros((1, 4))
     >>> bool(step(model, opt_state, x, y) > step(model, opt_state, x, y))
     True
+
     ```
     """
     if fn is None:
