@@ -295,14 +295,18 @@ def test_fault_in_train_leaves_the_state_after_the_last_good_step(jit, exc, wher
 
 
 def _failing_rule(on):
-    """An optax rule whose update raises on its `on`-th call (one call per array, as Optimisers.jl)."""
-    n = {"calls": 0}
+    """An optax rule whose update raises when it reaches its `on`-th array (a plain optax
+    transformation sees the whole tree in one call, so it raises part-way through that call)."""
+    n = {"arrays": 0}
 
     def update(g, state, params=None):
-        n["calls"] += 1
-        if n["calls"] == on:
-            raise Interrupt("injected optimiser fault")
-        return jax.tree_util.tree_map(lambda a: -0.1 * a, g), state
+        def step(a):
+            n["arrays"] += 1
+            if n["arrays"] == on:
+                raise Interrupt("injected optimiser fault")
+            return -0.1 * a
+
+        return jax.tree_util.tree_map(step, g), state
 
     return optax.GradientTransformation(lambda p: optax.EmptyState(), update)
 
