@@ -225,8 +225,10 @@ class Jitted:
         return pos, {k: kwargs[k] for k in self.static_argnames if k in kwargs}
 
     def _call(self, args: tuple, kwargs: dict) -> Any:
-        mode = mode_context()
-        default_key()  # the global key exists before the walk, so that it is an input
+        region = current_region()
+        mode = False if region is None else mode_context()
+        if default_rng.key is None:
+            default_key()  # the global key exists before the walk, so that it is an input
         plan = self._plan
         leaves = None
         if plan is not None and not kwargs and plan.matches(args, mode):
@@ -242,7 +244,7 @@ class Jitted:
             dyn_kwargs = {k: v for k, v in kwargs.items() if k not in kw}
             box = [*(None if i in pos else a for i, a in enumerate(args)), dyn_kwargs, self.fn, default_rng]
             w = walk(box, functions=True)
-            if current_region() is None:
+            if region is None:
                 _commit_beside(w)
             shared = _sharing_pattern(w.leaves)
             key = (w.signature, shared, mode, len(args), static_key(tuple(sorted(pos.items()))),
@@ -266,12 +268,12 @@ class Jitted:
             raise
         finally:
             entry.current = None
-        if not top and current_region() is None:
+        if not top and region is None:
             _no_tracers(changed, extra)
         version = structure_version()  # before the writes: one that changes the structure voids the plan
         if plan is not None:
-            plan.store(changed, commit if (current_region() is not None) else None)
-        elif (current_region() is not None):
+            plan.store(changed, None if region is None else commit)
+        elif region is not None:
             for where, v in changed.items():
                 for i in where:
                     commit(w.slots[i], v)
