@@ -62,10 +62,18 @@ def _bumping(cls: type) -> None:
         setattr(cls, name, hook)
 
 
-def _traced_set(obj, name, value) -> bool:
-    from .state import set_traced_attribute  # the state thread builds on this module
+# The state thread (fluxjax.state, which builds on this module) installs `current_region()` and
+# `set_traced_attribute(obj, name, value)` here when it is imported.
+_thread: dict = {}
 
-    return set_traced_attribute(obj, name, value)
+
+def use_state_thread(current_region, set_traced_attribute) -> None:
+    """Called by fluxjax.state: traced values set on live layers inside a region go through it."""
+    _thread.update(current_region=current_region, set_traced_attribute=set_traced_attribute)
+
+
+def _traced_set(obj, name, value) -> bool:
+    return bool(_thread) and _thread["set_traced_attribute"](obj, name, value)
 
 
 def _marking_init(cls: type) -> None:
@@ -75,9 +83,7 @@ def _marking_init(cls: type) -> None:
         return
 
     def __init__(self, *a, _init=init, **k):
-        from .state import current_region
-
-        r = current_region()
+        r = _thread["current_region"]() if _thread else None
         if r is not None:
             r.born.add(id(self))
         _init(self, *a, **k)

@@ -25,6 +25,15 @@ class DefaultRNG:
 
 default_rng = DefaultRNG()
 
+# The state thread (fluxjax.state) installs these when it is imported: `current_region()` and
+# `rebind(obj, name, value)`. This module imports nothing of fluxjax, so every module can use it.
+_thread: dict = {}
+
+
+def use_state_thread(current_region, rebind) -> None:
+    """Called by fluxjax.state: random draws inside a region advance the key through it."""
+    _thread.update(current_region=current_region, rebind=rebind)
+
 
 def seed_(n: int) -> None:
     """Reset the global default key to `PRNGKey(n)` (Flux's `Random.seed!(n)`)."""
@@ -44,12 +53,10 @@ def next_key() -> jax.Array:
     `fluxjax.jit`, `train_`'s step) the advanced key goes through the state thread, so a compiled
     program returns it and the next call draws anew. Under a plain jax transformation the split happens
     now, on the concrete key (the subkey is then a constant of that traced program)."""
-    from .state import current_region, rebind  # the state thread imports this module's callers
-
     key = default_key()
-    if current_region() is not None:
+    if _thread and _thread["current_region"]() is not None:
         key, sub = jax.random.split(key)
-        rebind(default_rng, "key", key)
+        _thread["rebind"](default_rng, "key", key)
         return sub
     with jax.ensure_compile_time_eval():
         default_rng.key, sub = jax.random.split(key)

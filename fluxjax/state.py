@@ -20,6 +20,8 @@ import jax
 from ._sharing import select, sharing
 from ._slots import PARAM, STATE, Slot, walk
 from .functors import all_layers, bump, is_float_array
+from .functors import use_state_thread as functors_use_state_thread
+from .random import use_state_thread
 
 _tls = threading.local()
 
@@ -245,3 +247,7 @@ def functional(model: Any) -> tuple[dict, dict, Callable]:
                              train=train, rng=rng)
 
     return params, state, apply
+
+
+use_state_thread(current_region, rebind)
+functors_use_state_thread(current_region, set_traced_attribute)
