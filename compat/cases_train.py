@@ -172,7 +172,8 @@ def case_trainstep_compiled():
     auxloss = lambda m, a, b: (fluxjax.losses.mse(m(a), b), {"sumsq": jnp.sum(m(a) ** 2)})
     v = fluxjax.trainstep_(auxloss, model, (x, y), opt)
     assert isinstance(v, tuple) and np.isfinite(float(v[0])) and np.isfinite(float(v[1]["sumsq"]))
-    assert fluxjax.train_(auxloss, model, [(x, y)] * 5, opt) is None
+    h = fluxjax.train_(auxloss, model, [(x, y)] * 5, opt)
+    assert h.steps == 5 and all(np.isfinite(h.losses))
 
 
 @case(

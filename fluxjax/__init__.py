@@ -11,6 +11,10 @@ from . import optimise as optimise
 from . import parallel as parallel
 from . import zygote as zygote
 from .autosize import autosize as autosize
+from .callbacks import early_stopping as early_stopping
+from .callbacks import patience as patience
+from .callbacks import plateau as plateau
+from .callbacks import throttle as throttle
 from .compiled.call import jit as jit
 from .data import DataLoader as DataLoader
 from .data import flatten as flatten

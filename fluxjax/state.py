@@ -21,6 +21,7 @@ from ._sharing import select, sharing
 from ._slots import PARAM, STATE, Slot, walk
 from .functors import all_layers, bump, is_float_array
 from .functors import use_state_thread as functors_use_state_thread
+from .mode_warning import under_plain_trace, warn_plain_trace
 from .random import use_state_thread
 
 _tls = threading.local()
@@ -167,6 +168,8 @@ def is_active(layer: Any) -> bool:
     a = getattr(layer, "active", None)
     if a is not None:
         return bool(a)
+    if not _stack() and under_plain_trace():  # a plain jax.grad/jax.jit: automatic mode cannot tell
+        warn_plain_trace(layer)
     return mode_context()
 
 

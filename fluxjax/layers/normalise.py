@@ -135,7 +135,7 @@ class BatchNorm:
 
     def _normalise(self, x, ax, given):
         axes = tuple(i for i in range(x.ndim) if i != ax)
-        if is_active(self) or not self.track_stats:
+        if not self.track_stats or is_active(self):
             m = int(np.prod([x.shape[i] for i in axes]))
             mean = jnp.mean(x, axis=axes)
             var = jnp.mean(jnp.square(x - _bcast(mean, x.ndim, ax)), axis=axes)
@@ -195,7 +195,7 @@ class InstanceNorm:
         _channels(self, x, self.chs)
         ax = x.ndim - 2
         spatial = tuple(range(x.ndim - 2))
-        if is_active(self) or not self.track_stats:
+        if not self.track_stats or is_active(self):
             mean = jnp.mean(x, axis=spatial, keepdims=True)
             var = jnp.mean(jnp.square(x - mean), axis=spatial, keepdims=True)
             if self.track_stats and is_active(self):
@@ -342,7 +342,7 @@ class Dropout:
 
     def __call__(self, x):
         x = as_array(self, x)
-        if not is_active(self) or self.p == 0:
+        if self.p == 0 or not is_active(self):
             return x
         if self.p == 1:
             return dropout(x, 1.0)  # zeros (floats for integer input), without drawing a key
@@ -374,7 +374,7 @@ class AlphaDropout:
 
     def __call__(self, x):
         x = as_array(self, x)
-        if not is_active(self) or self.p == 0:
+        if self.p == 0 or not is_active(self):
             return x
         if not jnp.issubdtype(x.dtype, jnp.inexact):
             x = x.astype(jnp.float32)

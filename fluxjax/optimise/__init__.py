@@ -5,12 +5,12 @@ from ._custom import AbstractRule, apply_, init
 from ._rule_base import ScheduleState
 from .rules import *  # noqa: F403  (the rules module declares __all__)
 from .rules import __all__ as _rules_all
-from .train import NonFiniteLoss, train_, trainstep_, trainstep_withgradient_
+from .train import NonFiniteLoss, TrainHistory, train_, trainstep_, trainstep_withgradient_
 from .tree import Leaf, adjust, adjust_, freeze_, setup, thaw_, update, update_
 from .wholetree import Part, TreeState
 
 __all__ = [
     *_rules_all, "ScheduleState", "TreeState", "Part",
     "AbstractRule", "init", "apply_", "Leaf", "setup", "update", "update_", "adjust", "adjust_", "freeze_", "thaw_",
-    "train_", "trainstep_", "trainstep_withgradient_", "NonFiniteLoss",
+    "train_", "trainstep_", "trainstep_withgradient_", "NonFiniteLoss", "TrainHistory",
 ]

@@ -5,9 +5,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
-import sys
 import warnings
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 import jax
@@ -22,6 +22,7 @@ from ..parallel.batches import ShardedBatches, _place_for_training
 from ..state import commit, guard_writes, run_in_region, trainmode_, written
 from ..zygote import Params, _first, withgradient
 from ..zygote.adtypes import ADType
+from .progress import progress as _display
 from .tree import _check_state, _implicit_holder, implicit_update_, setup, update_
 from .wholetree import as_transform
 
@@ -70,12 +71,14 @@ def _apply(model, opt, g, writes) -> None:
     (implicit_update_ if isinstance(model, Params) else update_)(opt, model, g)
 
 
-def _step(loss, model, opt, d, check, adtype: ADType | None = None) -> None:
+def _step(loss, model, opt, d, check, adtype: ADType | None = None) -> Any:
     """One eager step: differentiate, `check` the loss (it raises to reject the step), update.
-    `model` is a model (with its state tree `opt`) or a `Params` (with its `ImplicitState`)."""
+    `model` is a model (with its state tree `opt`) or a `Params` (with its `ImplicitState`).
+    Returns what `check` returned."""
     val, g, writes = _differentiate(loss, model, d, adtype)
-    check(_first(val))
+    checked = check(_first(val))
     _apply(model, opt, g, writes)
+    return checked
 
 
 def _guarded_step(loss, model, opt, d, ok=True) -> tuple[Any, Any, Any]:
@@ -143,25 +146,9 @@ _compiled_step = _jit(lambda loss, model, opt, d: (_guarded_step(loss, model, op
 _compiled_step_grad = _jit(lambda loss, model, opt, d: _guarded_step(loss, model, opt, d)[:2])
 
 
-def _progress(data, enabled):
-    if enabled is False:
-        return data
-    try:
-        n = len(data)  # type: ignore[arg-type]
-    except TypeError:
-        n = None
-    if enabled is None and (n is None or n < 100 or not sys.stderr.isatty()):
-        return data
-    try:
-        from tqdm.auto import tqdm
-    except ImportError:
-        return data
-    return tqdm(data, total=n, desc="train_")
-
-
 def train_(loss: Callable, model: Any, data: Iterable, opt_state: Any, *rest: Any, jit: bool = True,
-           progress: bool | None = None, mesh: Any = None, cb: Any = None) -> None:
-    """Flux's `train!`: one optimiser step per element of `data`.
+           progress: bool | None = None, mesh: Any = None, cb: Any = None) -> TrainHistory:
+    """Flux's `train!`: one optimiser step per element of `data`; returns a `TrainHistory`.
 
     `train_(loss, model, data, opt_state)` calls `loss(model, *d)` for tuple batches `d` (else
     `loss(model, d)`), differentiates it with respect to `model` (the loss may return `(loss, aux...)`),
@@ -171,8 +158,7 @@ def train_(loss: Callable, model: Any, data: Iterable, opt_state: Any, *rest: An
     0.13's `train!`. Steps are compiled with `fluxjax.jit` (`jit=False` runs them eagerly). A NaN or Inf loss
     raises `NonFiniteLoss` naming the data index, with the model as it was before that step (compiled, the
     host reads the losses once every `CHECK_EVERY` steps, so up to that many more batches may have been
-    drawn from `data`, and skipped, before it raises). A progress
-    bar (tqdm, if installed) shows on long loops at a terminal. `mesh=` (a `jax.sharding.Mesh`) runs every
+    drawn from `data`, and skipped, before it raises). `mesh=` (a `jax.sharding.Mesh`) runs every
     step on all its devices: see `fluxjax.parallel` (model and state replicated unless `shard_` placed
     them, each batch split along its last axis over the mesh's "data" axis). `cb=` is an error, as in
     Flux: write the loop with `trainstep_` (or `withgradient` and `update_`) to run code between steps.
@@ -180,6 +166,25 @@ def train_(loss: Callable, model: Any, data: Iterable, opt_state: Any, *rest: An
     `train_(loss, adtype, model, data, opt_state)` is Flux 0.16's form with a backend choice:
     `AutoZygote()`, `AutoEnzyme()` and `AutoMooncake()` all mean JAX's reverse mode, and
     `AutoFiniteDifferences()` takes central finite differences of the loss (the steps then run eagerly).
+
+    It returns a `TrainHistory`: `losses`, the loss of each step as a float, computed before that
+    step's update, and `steps`, their number. Compiled, the losses stay on the device until the loop
+    ends, so collecting them costs no wait between steps.
+
+    ```python
+    >>> model = Flux.Chain(Flux.Dense(2, 1))
+    >>> opt_state = Flux.setup(Flux.Descent(0.1), model)
+    >>> x, y = jnp.ones((2, 4)), jnp.zeros((1, 4))
+    >>> h = Flux.train_(lambda m, x, y: Flux.losses.mse(m(x), y), model, [(x, y)] * 3, opt_state)
+    >>> h.steps, h.losses[0] > h.losses[1] > h.losses[2]
+    (3, True)
+    ```
+
+    Progress (`tqdm.auto`, the `progress` extra): `progress=None` (the default) shows a bar with the
+    latest loss for data with a length of 100 or more at a terminal or in Jupyter; `progress=True`
+    always shows one (also for generators without a length), and when standard error is a file (a
+    log), or tqdm is not installed, writes a plain line every 30 seconds and one at the end instead;
+    `progress=False` shows nothing. Compiled, the loss shown is read once every `CHECK_EVERY` steps.
     """
     if cb is not None:
         raise TypeError("train_ does not support callback functions (cb=), as Flux's train!. For more control "
@@ -206,25 +211,65 @@ def train_(loss: Callable, model: Any, data: Iterable, opt_state: Any, *rest: An
         trainmode_(model)
     if mesh is not None:
         data = _place_for_training(mesh, model, sources, opt_state, data)
+    shown = _display(data, progress)
+    try:
+        losses = _run(loss, model, data, opt_state, sources, adtype, jit, shown)
+    finally:
+        if shown is not None:
+            shown.close()
+    return TrainHistory(losses)
+
+
+def _run(loss, model, data, opt_state, sources, adtype, jit, shown) -> list[float]:
+    """The loop of `train_`; returns the loss of every step."""
     if not jit:
-        for i, d in enumerate(_progress(data, progress)):
-            _step(loss, model, opt_state, d, lambda lval, i=i: _check(lval, i), adtype)
-        return
+        losses = []
+        for i, d in enumerate(data):
+            lval = _step(loss, model, opt_state, d, lambda lval, i=i: _check(lval, i), adtype)
+            losses.append(lval)
+            if shown is not None:
+                shown.set_loss(lval)
+                shown.update()
+        return losses
     # The host does not wait for the device between steps: a non-finite loss turns `ok` off, and every
     # later step then leaves the model alone, so `ok` is read once per window of steps, and only when
     # it is off are the window's losses read to name the first bad one. The error comes at most a
-    # window late, with the model as it was before the bad step.
-    ok, window, start = None, [], 0
+    # window late, with the model as it was before the bad step. The losses stay on the device until
+    # the loop ends (a display reads the last one of each window, which the read of `ok` waited for).
+    ok, window, start, held = None, [], 0, []
     with _steps(data, loss, model, sources, opt_state) as step:
-        for i, d in enumerate(_progress(data, progress)):
+        for i, d in enumerate(data):
             if ok is None:
                 ok = _flag(d, model)
             lval, ok = step(d, ok)
             window.append(lval)
+            if shown is not None:
+                shown.update()
             if len(window) == CHECK_EVERY:
                 _check_window(window, start, ok)
+                if shown is not None:
+                    shown.set_loss(float(window[-1]))
+                held += window
                 window, start = [], i + 1
     _check_window(window, start, ok)
+    held += window
+    return [float(v) for v in jax.device_get(held)]
+
+
+@dataclass(frozen=True)
+class TrainHistory:
+    """What `train_` did: `losses`, the loss of every step as a float (the first element when the
+    loss returns `(loss, aux...)`), computed before that step's update, and `steps`, their number."""
+
+    losses: list[float] = field(default_factory=list)
+
+    @property
+    def steps(self) -> int:
+        return len(self.losses)
+
+    def __repr__(self) -> str:
+        last = f", last loss {self.losses[-1]:.6g}" if self.losses else ""
+        return f"TrainHistory({self.steps} steps{last})"
 
 
 def _steps(data, *fixed) -> HeldSteps | contextlib.nullcontext:
@@ -261,10 +306,12 @@ def _check_window(losses: list, start: int, ok) -> None:
             _check(lval, start + k)
 
 
-def _check(lval, i: int) -> None:
+def _check(lval, i: int) -> float:
+    """`lval` as a float, or `NonFiniteLoss` naming data index `i`."""
     v = float(lval)
     if not math.isfinite(v):
         raise NonFiniteLoss(
             f"train_: the loss is {v} at data index {i} (0-based); this step was not applied, "
             "the model is as it was before it."
         )
+    return v
