@@ -73,7 +73,7 @@ def _entries(group: str, names: str, prefixes: tuple[str, ...] = ("",), note: st
 _NN = ("", "nnlib.")
 _ZY = ("", "zygote.")
 _OPT = ("", "optimise.")
-_LOSS = ("losses.", "")
+_LOSS = ("", "losses.")  # Flux 0.16 makes every loss public as Flux.mse too
 
 EXPORTS: list[Export] = [
     # Flux.jl src/Flux.jl `export Chain, Dense, ...` (v0.16.11)
@@ -92,6 +92,7 @@ EXPORTS: list[Export] = [
     *_entries(FLUX, "MPIBackend NCCLBackend DistributedUtils", ("", "parallel.")),
     # Flux.jl v0.14 / v0.15 exports that v0.16 dropped (Flux.Optimise rules, deprecated aliases)
     *_entries(FLUX_OLD, "InvDecay ExpDecay ClipValue Optimiser", _OPT),
+    *_entries(FLUX_OLD, "reset!"),  # src/deprecations.jl: a no-op with a depwarn in v0.16
     # Flux.jl src/Flux.jl `@compat(public, (...))`
     Export("Losses", FLUX_PUBLIC, ("losses",)),
     Export("Train", FLUX_PUBLIC, ("optimise.train", "optimise")),
@@ -151,7 +152,8 @@ EXPORTS: list[Export] = [
         stft istft hann_window hamming_window spectrogram melscale_filterbanks""",
         _NN,
     ),
-    *_entries(NNLIB_PUBLIC, "gather gather! scatter scatter! fold unfold glu within_gradient", _NN),
+    # public, not exported: reached as NNlib.gather, so fluxjax.nnlib.gather first
+    *_entries(NNLIB_PUBLIC, "gather gather! scatter scatter! fold unfold glu within_gradient", ("nnlib.", "")),
     # Optimisers.jl src/Optimisers.jl `export ...` and `@compat public ...`
     Export("AbstractRule", OPTIMISERS, ("optimise.AbstractRule",)),
     *_entries(
@@ -227,8 +229,8 @@ def _resolve_path(path: str):
     return obj
 
 
-def resolve(e: Export):
-    """The fluxjax object for an export, or None when fluxjax lacks it.
+def resolve_path(e: Export) -> str | None:
+    """The first of ``e.paths`` (relative to ``fluxjax``) where fluxjax has the name, or None.
 
     A Python module only counts for Julia modules (``Losses``, ``Train``): ``fluxjax.state`` the module is
     not ``Flux.state`` the function.
@@ -242,8 +244,14 @@ def resolve(e: Export):
             continue  # e.g. a submodule that merely shares the name
         if julia_module and not isinstance(obj, types.ModuleType):
             continue
-        return obj
+        return path
     return None
+
+
+def resolve(e: Export):
+    """The fluxjax object for an export, or None when fluxjax lacks it."""
+    path = resolve_path(e)
+    return None if path is None else _resolve_path(path)
 
 
 def by_julia_name() -> dict[str, list[Export]]:
