@@ -49,6 +49,7 @@ OPTIMISERS = "Optimisers.jl (export, re-exported by Flux)"
 OPTIMISERS_PUBLIC = "Optimisers.jl (public, re-exported by Flux)"
 DEVICES = "MLDataDevices (re-exported by Flux)"
 ADTYPES = "ADTypes (re-exported by Flux)"
+MLUTILS = "MLUtils (export, reached as Flux.x: Flux does `using MLUtils`)"
 ZYGOTE = "Zygote (export)"
 ZYGOTE_QUALIFIED = "Zygote (qualified API used by Flux code)"
 
@@ -172,6 +173,21 @@ EXPORTS: list[Export] = [
         get_device_type DeviceIterator""",
         ("", "devices."),
     ),
+    # MLUtils.jl src/MLUtils.jl `export ...` (v0.4): Flux's `using MLUtils` makes them Flux.chunk, ...
+    # (flatten, normalise and DataLoader are listed with Flux's own names above; `normalise` is Flux's)
+    *_entries(
+        MLUTILS,
+        """unsqueeze unstack chunk rpad_constant batchseq batch_sequence numobs getobs shuffleobs splitobs
+        group_counts group_indices zeros_like ones_like fill_like trues_like falses_like rand_like randn_like""",
+        ("", "mlutils."),
+    ),
+    *_entries(MLUTILS, "batch unbatch", ("", "data.")),
+    *_entries(
+        MLUTILS,
+        """getobs! mapobs filterobs groupobs joinobs batchsize BatchView obsview ObsView eachobs kfolds leavepout
+        randobs oversample undersample slidingwindow rescale topk stack""",
+        ("", "mlutils."),
+    ),
     # ADTypes, re-exported by Flux: the backends that Flux.gradient documents
     *_entries(ADTYPES, "AutoZygote AutoEnzyme AutoMooncake AutoFiniteDifferences", ("", "zygote.")),
     # Zygote.jl src/Zygote.jl `export ...`
@@ -213,6 +229,8 @@ OMITTED: dict[str, str] = {
     "@code_adjoint": "prints Zygote's adjoint IR; `jax.make_jaxpr(lambda x: jax.vjp(f, x))` prints the program "
                      "fluxjax differentiates",
     "rrule_via_ad": "ChainRules' call back into AD from an `rrule`; inside `zygote.adjoint` or `jax.custom_vjp`, call `pullback`",
+    "getobs!": _IN_PLACE.format("getobs"),
+    "stack": "Julia's `Base.stack` (MLUtils re-exports it for old Julia): `jnp.stack(xs, axis=-1)`, or `batch(xs)`",
     "eager_update!": "updates each layer from a `hook` while the backward pass runs, to free its gradient early; under "
                      "`fluxjax.jit` the step is one XLA program, whose buffer assignment frees each gradient after its last use",
 }
