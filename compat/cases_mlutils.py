@@ -173,3 +173,36 @@ def case_like():
     close(fluxjax.fill_like(x, 2.2, (2, 4, 2)), np.full((2, 4, 2), np.float16(2.2)))
     equal(fluxjax.trues_like(x, (2, 4, 2)), np.ones((2, 4, 2), bool))
     equal(fluxjax.falses_like(x, (2, 4, 2)), np.zeros((2, 4, 2), bool))
+
+
+@case(
+    names=("topk", "kfolds", "rescale", "eachobs", "randobs"),
+    source="MLUtils.jl test/utils.jl, test/folds.jl and the kfolds docstring",
+    julia="""
+    @test topk([5, 1, 4, 2, 3], 3) == ([5, 4, 3], [1, 3, 5])
+    @test topk([5, 1, 4, 2, 3], 2; rev=false) == ([1, 2], [2, 4])
+    julia> train_idx, val_idx = kfolds(10, 5);   # val_idx == [1:2, 3:4, 5:6, 7:8, 9:10]
+    itrain, ival = kfolds(15, k=5)
+    @test all(i -> size(i) == (12,), itrain)
+    x = randn(Float32, 3, 4)
+    y = rescale(x; dims=1, ϵ=0)
+    @test minimum(y; dims=1) ≈ zeros(Float32, 1, 4) atol=1e-5
+    @test maximum(y; dims=1) ≈ ones(Float32, 1, 4) atol=1e-5
+    """,
+)
+def case_topk_kfolds_rescale():
+    v, i = fluxjax.topk(np.array([5, 1, 4, 2, 3]), 3)
+    equal(v, [5, 4, 3])
+    equal(i, [0, 2, 4])
+    v, i = fluxjax.topk(np.array([5, 1, 4, 2, 3]), 2, rev=False)
+    equal(v, [1, 2])
+    equal(i, [1, 3])
+    assert fluxjax.kfolds(10, 5)[1] == [range(0, 2), range(2, 4), range(4, 6), range(6, 8), range(8, 10)]
+    itrain, _ = fluxjax.kfolds(15, k=5)
+    assert all(len(t) == 12 for t in itrain)
+    y = fluxjax.rescale(np.random.randn(3, 4).astype(np.float32), dims=0, eps=0)
+    close(np.min(y, axis=0), np.zeros(4), atol=1e-5)
+    close(np.max(y, axis=0), np.ones(4), atol=1e-5)
+    X = np.arange(6).reshape(2, 3)
+    assert [o.tolist() for o in fluxjax.eachobs(X)] == [[0, 3], [1, 4], [2, 5]]
+    assert fluxjax.randobs(X).shape == (2,)

@@ -5,6 +5,7 @@ axis, and 0-based wherever Python indexes (`dims`, indices, group labels).
 - reshaping: `unsqueeze`, `unstack`, `chunk`, `rpad_constant`
 - sequences: `batchseq`, `batch_sequence` (`batch`, `unbatch` live in `fluxjax.data`)
 - observations: `numobs`, `getobs`, `shuffleobs`, `splitobs`, `group_counts`, `group_indices`
+- iteration and folds: `eachobs`, `randobs`, `kfolds`; scaling and selection: `rescale`, `topk`
 - arrays like another: `zeros_like`, `ones_like`, `fill_like`, `trues_like`, `falses_like`, `rand_like`,
   `randn_like`
 
@@ -30,7 +31,7 @@ from .random import resolve_key
 __all__ = [
     "unsqueeze", "unstack", "chunk", "rpad_constant", "batchseq", "batch_sequence", "numobs", "getobs",
     "shuffleobs", "splitobs", "group_counts", "group_indices", "zeros_like", "ones_like", "fill_like",
-    "trues_like", "falses_like", "rand_like", "randn_like",
+    "trues_like", "falses_like", "rand_like", "randn_like", "eachobs", "randobs", "kfolds", "rescale", "topk",
 ]  # fmt: skip
 
 
@@ -411,3 +412,78 @@ def randn_like(x: Any, *args: Any, rng: Any = None) -> jax.Array:
     """Standard normal draws of `x`'s dtype and shape, or the given ones: `randn_like(x, [dtype], [shape])`
     (MLUtils). `rng`: `None` (the global stream, `seed_`), an int seed or a PRNG key."""
     return _random_like(jax.random.normal, x, args, rng, "randn_like")
+
+
+# ---------------------------------------------------------------------------------------------
+# more of MLUtils: iteration, folds, rescaling, top-k
+
+
+def eachobs(data: Any, batchsize: int = -1, *, partial: bool = True, shuffle: bool = False, rng: Any = None) -> Any:
+    """Iterate over the observations of `data` one at a time (MLUtils' `eachobs`, `batchsize=-1`), or in
+    batches of `batchsize`: `DataLoader(data, batchsize, shuffle=..., partial=..., rng=...)`."""
+    from .data import DataLoader
+
+    return DataLoader(data, batchsize=batchsize, shuffle=shuffle, partial=partial, rng=rng)
+
+
+def randobs(data: Any, n: int | None = None, *, rng: Any = None) -> Any:
+    """One observation of `data` drawn at random (MLUtils' `randobs`), or a batch of `n` drawn with
+    replacement (observations along the last axis). `rng` as in `shuffleobs`."""
+    key = resolve_key(rng)
+    if n is None:
+        return getobs(data, int(jax.random.randint(key, (), 0, numobs(data))))
+    return getobs(data, np.asarray(jax.random.randint(key, (int(n),), 0, numobs(data))))
+
+
+def _kfold_indices(n: int, k: int) -> tuple[list[list[int]], list[range]]:
+    if not 2 <= k <= n:
+        raise ValueError(f"kfolds: n must be positive and k must be within 2:{max(2, n)}, got n={n}, k={k}")
+    sizes = [n // k + (1 if i < n % k else 0) for i in range(k)]
+    offsets = np.cumsum([0, *sizes[:-1]]).tolist()
+    val = [range(o, o + s) for o, s in zip(offsets, sizes, strict=True)]
+    train = [[*range(0, o), *range(o + s, n)] for o, s in zip(offsets, sizes, strict=True)]
+    return train, val
+
+
+def kfolds(data: Any, k: int = 5, *, shuffle: bool = False, rng: Any = None) -> Any:
+    """MLUtils' `kfolds`. With an int `n`: `(train_indices, val_indices)`, `k` lists of 0-based training
+    indices and `k` validation ranges; each index is in exactly one validation range, the first `n % k`
+    folds one larger. With a data container: a list of `(train, val)` subsets, one pair per fold
+    (`shuffle=True` permutes the observations first, `rng` as in `shuffleobs`).
+
+    >>> kfolds(10, 5)[1]       # [range(0, 2), range(2, 4), range(4, 6), range(6, 8), range(8, 10)]
+    """
+    if isinstance(data, (int, np.integer)) and not isinstance(data, bool):
+        return _kfold_indices(int(data), int(k))
+    n = numobs(data)
+    order = np.asarray(jax.random.permutation(resolve_key(rng), n)) if shuffle else np.arange(n)
+    train, val = _kfold_indices(n, int(k))
+    return [(getobs(data, order[np.asarray(t, dtype=np.int64)]), getobs(data, order[v.start:v.stop]))
+            for t, v in zip(train, val, strict=True)]
+
+
+def rescale(x: Any, dims: int = -1, eps: float = 1e-5) -> jax.Array:
+    """Min-max scaling to `[0, 1]` along `dims` (0-based, default the last axis; a tuple allowed):
+    `(x - min) / (max - min + eps)`, MLUtils' `rescale(x; dims, ϵ)`."""
+    x = jnp.asarray(x)
+    if not jnp.issubdtype(x.dtype, jnp.floating):
+        x = x.astype(jnp.float32)
+    lo = jnp.min(x, axis=dims, keepdims=True)
+    hi = jnp.max(x, axis=dims, keepdims=True)
+    return (x - lo) / (hi - lo + jnp.asarray(eps, x.dtype))
+
+
+def topk(x: Any, k: int, dims: int = 0, rev: bool = True) -> tuple[jax.Array, jax.Array]:
+    """The `k` largest entries of `x` along `dims` (0-based, default the first axis) and their 0-based
+    positions along it, largest first; `rev=False` gives the `k` smallest (MLUtils' `topk`). Ties keep
+    their order. The gradient flows through the values to the selected entries.
+
+    >>> topk(jnp.array([5, 1, 4, 2, 3]), 3)     # ([5, 4, 3], [0, 2, 4])
+    """
+    x = jnp.asarray(x)
+    ax = _axis(dims, x.ndim, "topk")
+    if not 1 <= k <= x.shape[ax]:
+        raise ValueError(f"topk: k must be within 1:{x.shape[ax]}, got {k}")
+    order = jnp.argsort(jax.lax.stop_gradient(x), axis=ax, stable=True, descending=rev)
+    inds = jax.lax.slice_in_dim(order, 0, k, axis=ax)
+    return jnp.take_along_axis(x, inds, axis=ax), inds

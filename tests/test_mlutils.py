@@ -188,3 +188,69 @@ def test_like_constructors():
     a = Flux.randn_like(jnp.ones(3))
     Flux.seed_(1)
     np.testing.assert_array_equal(a, Flux.randn_like(jnp.ones(3)))  # the global stream: seed_ reproduces it
+
+
+def test_topk():
+    # test/utils.jl "topk" (0-based positions and dims here)
+    v, i = Flux.topk(jnp.array([5, 1, 4, 2, 3]), 3)
+    assert v.tolist() == [5, 4, 3] and i.tolist() == [0, 2, 4]
+    v, i = Flux.topk(jnp.array([5, 1, 4, 2, 3]), 2, rev=False)
+    assert v.tolist() == [1, 2] and i.tolist() == [1, 3]
+    x = np.random.default_rng(0).normal(size=(6, 8)).astype(np.float32)
+    for dims in (0, 1):
+        for rev in (True, False):
+            vals, inds = Flux.topk(x, 3, dims=dims, rev=rev)
+            assert vals.shape == inds.shape
+            srt = np.sort(x, axis=dims)
+            srt = np.flip(srt, axis=dims) if rev else srt
+            np.testing.assert_array_equal(vals, np.take(srt, range(3), axis=dims))
+            np.testing.assert_array_equal(np.take_along_axis(x, np.asarray(inds), axis=dims), vals)
+    for k in (0, 4):  # @test_throws ArgumentError topk([1, 2, 3], 0) / 4
+        with pytest.raises(ValueError):
+            Flux.topk(jnp.array([1, 2, 3]), k)
+    # "gradient flows through the values only, scattered back to the selected entries"
+    x = jnp.asarray(np.random.default_rng(1).normal(size=(5, 4)), jnp.float32)
+    for dims in (0, 1):
+        (g,) = Flux.gradient(lambda z, d=dims: jnp.sum(Flux.topk(z, 2, dims=d)[0] ** 2), x)
+        vals, inds = Flux.topk(x, 2, dims=dims)
+        want = np.zeros(x.shape, np.float32)
+        np.put_along_axis(want, np.asarray(inds), 2 * np.asarray(vals), axis=dims)
+        np.testing.assert_allclose(g, want, rtol=1e-6)
+
+
+def test_kfolds_eachobs_randobs_rescale():
+    # test/folds.jl "kfolds" and the kfolds docstring (0-based)
+    itrain, ival = Flux.kfolds(10, 5)
+    assert ival == [range(0, 2), range(2, 4), range(4, 6), range(6, 8), range(8, 10)]
+    assert itrain[0] == [2, 3, 4, 5, 6, 7, 8, 9] and itrain[4] == list(range(8))
+    itrain, ival = Flux.kfolds(15, k=5)
+    assert len(itrain) == len(ival) == 5 and all(len(t) == 12 for t in itrain) and all(len(v) == 3 for v in ival)
+    assert all(sorted([*t, *v]) == list(range(15)) for t, v in zip(itrain, ival))
+    assert [len(v) for v in Flux.kfolds(11, 3)[1]] == [4, 4, 3]  # the first n % k folds are one larger
+    for (xtr, ytr), (xval, yval) in Flux.kfolds((np.arange(1, 16), np.arange(11, 26)), k=5):
+        assert xtr.shape == (12,) and xval.shape == (3,) and ytr.shape == (12,) and yval.shape == (3,)
+        assert sorted([*xtr.tolist(), *xval.tolist()]) == list(range(1, 16))
+        np.testing.assert_array_equal(ytr - xtr, 10)
+    for xtr, xval in Flux.kfolds(np.arange(15), 3, shuffle=True, rng=0):
+        assert sorted([*xtr.tolist(), *xval.tolist()]) == list(range(15))
+    with pytest.raises(ValueError):
+        Flux.kfolds(5, 1)
+    # eachobs: one observation at a time, or batches
+    X = np.arange(12).reshape(3, 4)
+    assert [o.tolist() for o in Flux.eachobs(X)] == [[0, 4, 8], [1, 5, 9], [2, 6, 10], [3, 7, 11]]
+    assert [b.shape for b in Flux.eachobs(X, batchsize=3)] == [(3, 3), (3, 1)]
+    # randobs: an observation of the data
+    o = Flux.randobs(X, rng=0)
+    assert any(np.array_equal(o, X[:, j]) for j in range(4))
+    b = Flux.randobs((X, np.arange(4)), 5, rng=1)
+    assert b[0].shape == (3, 5)
+    np.testing.assert_array_equal(b[0], X[:, np.asarray(b[1])])
+    # rescale (test/utils.jl "rescale"): min 0 and max 1 along dims with eps=0; the default is the last axis
+    x = np.random.default_rng(2).normal(size=(3, 4)).astype(np.float32)
+    y = Flux.rescale(x, dims=0, eps=0)
+    np.testing.assert_allclose(np.min(y, axis=0), 0, atol=1e-5)
+    np.testing.assert_allclose(np.max(y, axis=0), 1, atol=1e-5)
+    x3 = np.random.default_rng(3).normal(size=(3, 2, 2)).astype(np.float32)
+    np.testing.assert_array_equal(Flux.rescale(x3), Flux.rescale(x3, dims=2))
+    lo, hi = x3.min(axis=2, keepdims=True), x3.max(axis=2, keepdims=True)
+    np.testing.assert_allclose(Flux.rescale(x3), (x3 - lo) / (hi - lo + 1e-5), rtol=1e-6)
