@@ -206,3 +206,34 @@ def case_topk_kfolds_rescale():
     X = np.arange(6).reshape(2, 3)
     assert [o.tolist() for o in fluxjax.eachobs(X)] == [[0, 3], [1, 4], [2, 5]]
     assert fluxjax.randobs(X).shape == (2,)
+
+
+@case(
+    names=("leavepout", "kfolds", "mapobs", "filterobs", "joinobs", "obsview", "getobs", "numobs"),
+    source="MLUtils.jl test/folds.jl, test/obstransform.jl",
+    julia="""
+    @test leavepout(15) == kfolds(15, k=15)
+    @test collect(leavepout(1:15, p=5)) == collect(kfolds(1:15, 3))
+    data = 1:10
+    mdata = mapobs(-, data)
+    @test getobs(mdata, 8) == -8
+    @test numobs(mdata) == 10
+    fdata = filterobs(>(5), data)
+    @test numobs(fdata) == 5
+    jdata = joinobs(1:10, 11:20)
+    @test getobs(jdata, 15) == 15
+    data = joinobs(ones(2, 3), zeros(2, 3))
+    @test data[3:4] == [[1.0, 1.0], [0.0, 0.0]]
+    """,
+)
+def case_leavepout_obstransforms():
+    assert fluxjax.leavepout(15) == fluxjax.kfolds(15, k=15)
+    a = fluxjax.leavepout(np.arange(1, 16), p=5)
+    b = fluxjax.kfolds(np.arange(1, 16), 3)
+    assert all(np.array_equal(x[0], y[0]) and np.array_equal(x[1], y[1]) for x, y in zip(a, b, strict=True))
+    mdata = fluxjax.mapobs(lambda x: -x, range(1, 11))
+    assert fluxjax.getobs(mdata, 7) == -8 and fluxjax.numobs(mdata) == 10
+    assert fluxjax.numobs(fluxjax.filterobs(lambda x: x > 5, range(1, 11))) == 5
+    assert fluxjax.getobs(fluxjax.joinobs(range(1, 11), range(11, 21)), 14) == 15
+    data = fluxjax.joinobs(np.ones((2, 3)), np.zeros((2, 3)))
+    equal(fluxjax.obsview(data, [2, 3]), [[1.0, 0.0], [1.0, 0.0]])

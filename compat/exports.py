@@ -179,14 +179,13 @@ EXPORTS: list[Export] = [
         MLUTILS,
         """unsqueeze unstack chunk rpad_constant batchseq batch_sequence numobs getobs shuffleobs splitobs
         group_counts group_indices zeros_like ones_like fill_like trues_like falses_like rand_like randn_like
-        eachobs randobs kfolds rescale topk""",
+        eachobs randobs kfolds rescale topk leavepout mapobs obsview filterobs joinobs""",
         ("", "mlutils."),
     ),
     *_entries(MLUTILS, "batch unbatch", ("", "data.")),
     *_entries(
         MLUTILS,
-        """getobs! mapobs filterobs groupobs joinobs batchsize BatchView obsview ObsView leavepout
-        oversample undersample slidingwindow stack""",
+        """getobs! groupobs batchsize BatchView ObsView oversample undersample slidingwindow stack""",
         ("", "mlutils."),
     ),
     # ADTypes, re-exported by Flux: the backends that Flux.gradient documents

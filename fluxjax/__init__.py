@@ -132,11 +132,16 @@ from .mlutils import chunk as chunk
 from .mlutils import eachobs as eachobs
 from .mlutils import falses_like as falses_like
 from .mlutils import fill_like as fill_like
+from .mlutils import filterobs as filterobs
 from .mlutils import getobs as getobs
 from .mlutils import group_counts as group_counts
 from .mlutils import group_indices as group_indices
+from .mlutils import joinobs as joinobs
 from .mlutils import kfolds as kfolds
+from .mlutils import leavepout as leavepout
+from .mlutils import mapobs as mapobs
 from .mlutils import numobs as numobs
+from .mlutils import obsview as obsview
 from .mlutils import ones_like as ones_like
 from .mlutils import rand_like as rand_like
 from .mlutils import randn_like as randn_like

@@ -5,7 +5,8 @@ axis, and 0-based wherever Python indexes (`dims`, indices, group labels).
 - reshaping: `unsqueeze`, `unstack`, `chunk`, `rpad_constant`
 - sequences: `batchseq`, `batch_sequence` (`batch`, `unbatch` live in `fluxjax.data`)
 - observations: `numobs`, `getobs`, `shuffleobs`, `splitobs`, `group_counts`, `group_indices`
-- iteration and folds: `eachobs`, `randobs`, `kfolds`; scaling and selection: `rescale`, `topk`
+- iteration and folds: `eachobs`, `randobs`, `kfolds`, `leavepout`; containers: `mapobs`, `obsview`,
+  `filterobs`, `joinobs`; scaling and selection: `rescale`, `topk`
 - arrays like another: `zeros_like`, `ones_like`, `fill_like`, `trues_like`, `falses_like`, `rand_like`,
   `randn_like`
 
@@ -32,6 +33,7 @@ __all__ = [
     "unsqueeze", "unstack", "chunk", "rpad_constant", "batchseq", "batch_sequence", "numobs", "getobs",
     "shuffleobs", "splitobs", "group_counts", "group_indices", "zeros_like", "ones_like", "fill_like",
     "trues_like", "falses_like", "rand_like", "randn_like", "eachobs", "randobs", "kfolds", "rescale", "topk",
+    "leavepout", "mapobs", "MappedData", "obsview", "filterobs", "joinobs",
 ]  # fmt: skip
 
 
@@ -257,7 +259,7 @@ def getobs(data: Any, idx: Any = None) -> Any:
         if isinstance(idx, (int, np.integer, slice)):
             return data[..., idx]
         return data[..., np.asarray(idx)]
-    if isinstance(idx, (int, np.integer, slice)):
+    if isinstance(idx, (int, np.integer, slice)) or isinstance(data, MappedData):
         return data[idx]
     return [data[int(i)] for i in np.asarray(idx).reshape(-1)]
 
@@ -487,3 +489,70 @@ def topk(x: Any, k: int, dims: int = 0, rev: bool = True) -> tuple[jax.Array, ja
     order = jnp.argsort(jax.lax.stop_gradient(x), axis=ax, stable=True, descending=rev)
     inds = jax.lax.slice_in_dim(order, 0, k, axis=ax)
     return jnp.take_along_axis(x, inds, axis=ax), inds
+
+
+def leavepout(data: Any, p: int = 1, **kw: Any) -> Any:
+    """MLUtils' `leavepout`: `kfolds` with `k = n // p` folds, so that each validation part holds about `p`
+    observations (`p = 1` is leave-one-out); `1 <= p <= n // 2`. An int `data` is `n`, as in `kfolds`."""
+    n = int(data) if isinstance(data, (int, np.integer)) and not isinstance(data, bool) else numobs(data)
+    if not 1 <= p <= n // 2:
+        raise ValueError(f"leavepout: p must be within 1:{n // 2}, got {p}")
+    return kfolds(data, n // p, **kw)
+
+
+class MappedData:
+    """`mapobs(f, data)`: `data` with `f` applied to whatever `getobs` draws from it (one observation or a
+    batch, as MLUtils' `MappedData`); `numobs` is that of `data`. Lazy: `f` runs at each `getobs`."""
+
+    def __init__(self, f: Callable, data: Any):
+        self.f, self.data = f, data
+
+    def __len__(self) -> int:
+        return numobs(self.data)
+
+    def __getitem__(self, idx: Any) -> Any:
+        return self.f(getobs(self.data, idx))
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+    def __repr__(self) -> str:
+        return f"mapobs({getattr(self.f, '__name__', self.f)!r}, {type(self.data).__name__} with {len(self)} observations)"
+
+
+def mapobs(f: Callable, data: Any) -> MappedData:
+    """MLUtils' `mapobs(f, data)`: a container whose observations are `f` of those of `data`, computed when
+    drawn (`getobs(mapobs(f, X), i) == f(getobs(X, i))`)."""
+    return MappedData(f, data)
+
+
+def obsview(data: Any, idx: Any = None) -> Any:
+    """MLUtils' `obsview(data, idx)`: the observations `idx` (0-based) of `data`, keeping the observation
+    axis (a JAX array is immutable, so a copy is as good as a view); without `idx`, `data`."""
+    if idx is None:
+        return data
+    if isinstance(idx, (int, np.integer)):
+        idx = [int(idx)]
+    return getobs(data, idx if isinstance(idx, slice) else np.asarray(idx, dtype=np.int64).reshape(-1))
+
+
+def filterobs(f: Callable, data: Any) -> Any:
+    """MLUtils' `filterobs(f, data)`: the observations `x` of `data` with `f(x)` true, in order."""
+    keep = [i for i in range(numobs(data)) if f(getobs(data, i))]
+    return obsview(data, np.asarray(keep, dtype=np.int64))
+
+
+def joinobs(*datas: Any) -> Any:
+    """MLUtils' `joinobs(datas...)`: one container with the observations of each in turn (arrays joined
+    along the last axis, lists concatenated, tuples and dicts part by part)."""
+    if not datas:
+        raise ValueError("joinobs needs at least one data container")
+    d0 = datas[0]
+    if isinstance(d0, dict):
+        return type(d0)((k, joinobs(*(d[k] for d in datas))) for k in d0)
+    if isinstance(d0, tuple):
+        parts = [joinobs(*(d[i] for d in datas)) for i in range(len(d0))]
+        return type(d0)(*parts) if hasattr(d0, "_fields") else tuple(parts)
+    if _is_array(d0):
+        return jnp.concatenate([jnp.asarray(d) for d in datas], axis=-1)
+    return [x for d in datas for x in (d[i] for i in range(numobs(d)))]

@@ -254,3 +254,33 @@ def test_kfolds_eachobs_randobs_rescale():
     np.testing.assert_array_equal(Flux.rescale(x3), Flux.rescale(x3, dims=2))
     lo, hi = x3.min(axis=2, keepdims=True), x3.max(axis=2, keepdims=True)
     np.testing.assert_allclose(Flux.rescale(x3), (x3 - lo) / (hi - lo + 1e-5), rtol=1e-6)
+
+
+def test_leavepout_mapobs_filterobs_joinobs_obsview():
+    # test/folds.jl "leavepout"
+    assert Flux.leavepout(15) == Flux.kfolds(15, k=15)
+    assert Flux.leavepout(15, p=5) == Flux.kfolds(15, 3)
+    folds = Flux.leavepout(np.arange(1, 16), p=5)
+    assert len(folds) == 3 and [v.tolist() for _, v in folds] == [[1, 2, 3, 4, 5], [6, 7, 8, 9, 10], [11, 12, 13, 14, 15]]
+    with pytest.raises(ValueError):
+        Flux.leavepout(10, 6)
+    # test/obstransform.jl "mapobs" (0-based: observation 7 is the 8th)
+    mdata = Flux.mapobs(lambda x: -x, range(1, 11))
+    assert Flux.getobs(mdata, 7) == -8 and len(mdata) == 10 and Flux.numobs(mdata) == 10
+    X = np.arange(8.0).reshape(2, 4)
+    m = Flux.mapobs(lambda x: 2 * x, X)
+    np.testing.assert_array_equal(Flux.getobs(m, [1, 3]), 2 * X[:, [1, 3]])  # f sees the batch
+    # "filterobs"
+    fdata = Flux.filterobs(lambda x: x > 5, range(1, 11))
+    assert Flux.numobs(fdata) == 5 and fdata == [6, 7, 8, 9, 10]
+    np.testing.assert_array_equal(Flux.filterobs(lambda c: c[0] >= 2, X), X[:, 2:])
+    # "joinobs"
+    jdata = Flux.joinobs(range(1, 11), range(11, 21))
+    assert Flux.getobs(jdata, 14) == 15
+    assert Flux.joinobs(range(1, 6), range(6, 11))[4:6] == [5, 6]
+    data = Flux.joinobs(np.ones((2, 3)), np.zeros((2, 3)))
+    assert data[:, 2:4].T.tolist() == [[1.0, 1.0], [0.0, 0.0]]
+    a, b = Flux.joinobs((X, np.arange(4)), (X + 10, np.arange(4, 8)))
+    assert a.shape == (2, 8) and b.tolist() == list(range(8))
+    # obsview keeps the observation axis
+    assert Flux.obsview(X, 2).shape == (2, 1) and Flux.obsview(X, [0, 3]).shape == (2, 2)
