@@ -7,7 +7,7 @@ import jax
 import numpy as np
 
 import fluxjax
-from compat._case import case, close, equal, jl
+from compat._case import case, close, equal, jl, raises
 from fluxjax import nnlib as N
 
 
@@ -51,6 +51,34 @@ def case_batched_vec():
     A, M = rng.standard_normal((7, 5, 3)).astype(np.float32), rng.standard_normal((5, 3)).astype(np.float32)
     close(N.batched_mul(A, M), np.stack([A[:, :, k] @ M for k in range(3)], axis=2), rtol=1e-4, atol=1e-5)
     close(N.batched_vec(A, M), np.stack([A[:, :, k] @ M[:, k] for k in range(3)], axis=1), rtol=1e-4, atol=1e-5)
+
+
+@case(
+    names=("batched_vec",),
+    source="NNlib.jl test/batchedmul.jl",
+    julia="""
+    @testset "batched_vec: N-D batches" begin
+        A4d = randn(4, 5, 3, 2); B3d = randn(5, 3, 2)
+        C = batched_vec(A4d, B3d)
+        @test size(C) == (4, 3, 2)
+        for i in 1:3, j in 1:2
+            @test C[:, i, j] ≈ A4d[:, :, i, j] * B3d[:, i, j]
+        end
+        @test_throws DimensionMismatch batched_vec(randn(3, 4, 2), randn(4, 3))  # ndims mismatch
+        @test_throws DimensionMismatch batched_vec(randn(3, 4, 2, 3), randn(4, 2, 2))  # batch size mismatch
+    end
+    """,
+)
+def case_batched_vec_nd_and_dimension_mismatch():
+    rng = np.random.default_rng(2)
+    A4d, B3d = rng.standard_normal((4, 5, 3, 2)), rng.standard_normal((5, 3, 2))
+    C = fluxjax.batched_vec(A4d, B3d)
+    assert C.shape == (4, 3, 2)
+    for i in range(3):
+        for j in range(2):
+            close(C[:, i, j], A4d[:, :, i, j] @ B3d[:, i, j], rtol=1e-4, atol=1e-5)
+    raises(fluxjax.DimensionMismatch, fluxjax.batched_vec, rng.standard_normal((3, 4, 2)), rng.standard_normal((4, 3)))
+    raises(fluxjax.DimensionMismatch, fluxjax.batched_vec, rng.standard_normal((3, 4, 2, 3)), rng.standard_normal((4, 2, 2)))
 
 
 @case(

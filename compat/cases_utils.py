@@ -494,6 +494,58 @@ def case_get_device():
 
 
 @case(
+    names=("get_device", "cpu_device", "gpu_device"),
+    source="Flux.jl src/deprecations.jl (v0.16: the deprecated get_device() and get_device(backend, idx))",
+    julia="""
+    function get_device(; verbose::Bool=false)
+      Base.depwarn("get_device() is deprecated. Use `gpu_device()` instead.", :get_device)
+      return MLDataDevices.gpu_device()
+    end
+    function get_device(backend::String, idx::Int = 0)
+      ...
+      if backend == "CPU"
+          return cpu_device()
+      else
+          return gpu_device(idx+1, force=true)
+      end
+    end
+    """,
+)
+def case_get_device_deprecated_forms():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the depwarn, and gpu_device's CPU fallback warning
+        dev = fluxjax.get_device()
+        assert dev == fluxjax.gpu_device()
+        cdev = fluxjax.get_device("CPU")
+    assert cdev == fluxjax.cpu_device()
+    x = fluxjax.rand32(3)
+    equal(cdev(x), x)
+
+
+@case(
+    names=("reset!", "RNN"),
+    source="Flux.jl src/deprecations.jl (v0.16)",
+    julia="""
+    function reset!(x)
+      Base.depwarn("reset!(m) is deprecated. You can remove this call as it is no more needed.", :reset!)
+      return x
+    end
+    """,
+)
+def case_reset():
+    import warnings
+
+    m = fluxjax.RNN(2, 3)
+    x = fluxjax.rand32(2, 4, 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        assert fluxjax.reset_(m) is m
+    equal(m(x), fluxjax.reset_(m)(x))
+
+
+@case(
     names=("flatten",),
     source="Flux.jl test/outputsize.jl / MLUtils flatten docstring",
     julia="""

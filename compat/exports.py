@@ -49,6 +49,7 @@ OPTIMISERS = "Optimisers.jl (export, re-exported by Flux)"
 OPTIMISERS_PUBLIC = "Optimisers.jl (public, re-exported by Flux)"
 DEVICES = "MLDataDevices (re-exported by Flux)"
 ADTYPES = "ADTypes (re-exported by Flux)"
+MLUTILS = "MLUtils (export, reached as Flux.x: Flux does `using MLUtils`)"
 ZYGOTE = "Zygote (export)"
 ZYGOTE_QUALIFIED = "Zygote (qualified API used by Flux code)"
 
@@ -73,7 +74,7 @@ def _entries(group: str, names: str, prefixes: tuple[str, ...] = ("",), note: st
 _NN = ("", "nnlib.")
 _ZY = ("", "zygote.")
 _OPT = ("", "optimise.")
-_LOSS = ("losses.", "")
+_LOSS = ("", "losses.")  # Flux 0.16 makes every loss public as Flux.mse too
 
 EXPORTS: list[Export] = [
     # Flux.jl src/Flux.jl `export Chain, Dense, ...` (v0.16.11)
@@ -92,6 +93,7 @@ EXPORTS: list[Export] = [
     *_entries(FLUX, "MPIBackend NCCLBackend DistributedUtils", ("", "parallel.")),
     # Flux.jl v0.14 / v0.15 exports that v0.16 dropped (Flux.Optimise rules, deprecated aliases)
     *_entries(FLUX_OLD, "InvDecay ExpDecay ClipValue Optimiser", _OPT),
+    *_entries(FLUX_OLD, "reset!"),  # src/deprecations.jl: a no-op with a depwarn in v0.16
     # Flux.jl src/Flux.jl `@compat(public, (...))`
     Export("Losses", FLUX_PUBLIC, ("losses",)),
     Export("Train", FLUX_PUBLIC, ("optimise.train", "optimise")),
@@ -151,7 +153,8 @@ EXPORTS: list[Export] = [
         stft istft hann_window hamming_window spectrogram melscale_filterbanks""",
         _NN,
     ),
-    *_entries(NNLIB_PUBLIC, "gather gather! scatter scatter! fold unfold glu within_gradient", _NN),
+    # public, not exported: reached as NNlib.gather, so fluxjax.nnlib.gather first
+    *_entries(NNLIB_PUBLIC, "gather gather! scatter scatter! fold unfold glu within_gradient", ("nnlib.", "")),
     # Optimisers.jl src/Optimisers.jl `export ...` and `@compat public ...`
     Export("AbstractRule", OPTIMISERS, ("optimise.AbstractRule",)),
     *_entries(
@@ -169,6 +172,21 @@ EXPORTS: list[Export] = [
         reactant_device CPUDevice CUDADevice AMDGPUDevice MetalDevice oneAPIDevice ReactantDevice gpu_backend!
         get_device_type DeviceIterator""",
         ("", "devices."),
+    ),
+    # MLUtils.jl src/MLUtils.jl `export ...` (v0.4): Flux's `using MLUtils` makes them Flux.chunk, ...
+    # (flatten, normalise and DataLoader are listed with Flux's own names above; `normalise` is Flux's)
+    *_entries(
+        MLUTILS,
+        """unsqueeze unstack chunk rpad_constant batchseq batch_sequence numobs getobs shuffleobs splitobs
+        group_counts group_indices zeros_like ones_like fill_like trues_like falses_like rand_like randn_like
+        eachobs randobs kfolds rescale topk leavepout mapobs obsview filterobs joinobs""",
+        ("", "mlutils."),
+    ),
+    *_entries(MLUTILS, "batch unbatch", ("", "data.")),
+    *_entries(
+        MLUTILS,
+        """getobs! groupobs batchsize BatchView ObsView oversample undersample slidingwindow stack""",
+        ("", "mlutils."),
     ),
     # ADTypes, re-exported by Flux: the backends that Flux.gradient documents
     *_entries(ADTYPES, "AutoZygote AutoEnzyme AutoMooncake AutoFiniteDifferences", ("", "zygote.")),
@@ -211,6 +229,8 @@ OMITTED: dict[str, str] = {
     "@code_adjoint": "prints Zygote's adjoint IR; `jax.make_jaxpr(lambda x: jax.vjp(f, x))` prints the program "
                      "fluxjax differentiates",
     "rrule_via_ad": "ChainRules' call back into AD from an `rrule`; inside `zygote.adjoint` or `jax.custom_vjp`, call `pullback`",
+    "getobs!": _IN_PLACE.format("getobs"),
+    "stack": "Julia's `Base.stack` (MLUtils re-exports it for old Julia): `jnp.stack(xs, axis=-1)`, or `batch(xs)`",
     "eager_update!": "updates each layer from a `hook` while the backward pass runs, to free its gradient early; under "
                      "`fluxjax.jit` the step is one XLA program, whose buffer assignment frees each gradient after its last use",
 }
@@ -227,8 +247,8 @@ def _resolve_path(path: str):
     return obj
 
 
-def resolve(e: Export):
-    """The fluxjax object for an export, or None when fluxjax lacks it.
+def resolve_path(e: Export) -> str | None:
+    """The first of ``e.paths`` (relative to ``fluxjax``) where fluxjax has the name, or None.
 
     A Python module only counts for Julia modules (``Losses``, ``Train``): ``fluxjax.state`` the module is
     not ``Flux.state`` the function.
@@ -242,8 +262,14 @@ def resolve(e: Export):
             continue  # e.g. a submodule that merely shares the name
         if julia_module and not isinstance(obj, types.ModuleType):
             continue
-        return obj
+        return path
     return None
+
+
+def resolve(e: Export):
+    """The fluxjax object for an export, or None when fluxjax lacks it."""
+    path = resolve_path(e)
+    return None if path is None else _resolve_path(path)
 
 
 def by_julia_name() -> dict[str, list[Export]]:

@@ -18,7 +18,7 @@ if __package__ in (None, ""):  # `python compat/matrix.py`
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from compat._case import Case, load_all, run_case  # noqa: E402
-from compat.exports import EXPORTS, resolve  # noqa: E402
+from compat.exports import EXPORTS, resolve_path  # noqa: E402
 
 MATRIX_PATH = pathlib.Path(__file__).resolve().parent / "MATRIX.md"
 
@@ -70,7 +70,8 @@ def render(cases: dict[str, Case], passed: dict[str, bool]) -> str:
         lines += ["", f"## {group}", "", "| Julia | fluxjax | status | cases |", "|---|---|---|---|"]
         for e in entries:
             ids = uses.get(e.julia, [])
-            exists = resolve(e) is not None
+            found = resolve_path(e)
+            exists = found is not None
             failing = [i for i in ids if not passed[i]]
             if not exists:
                 status = "omitted" if e.omitted else "missing"
@@ -84,7 +85,8 @@ def render(cases: dict[str, Case], passed: dict[str, bool]) -> str:
                 if note:
                     shown = f"{shown}; {note}" if shown else note
             julia = e.julia.replace("|", "\\|")
-            lines.append(f"| `{julia}` | `{e.python}` | {status} | {shown} |")
+            python = e.python if found is None else "fluxjax." + found  # the spelling that exists
+            lines.append(f"| `{julia}` | `{python}` | {status} | {shown} |")
 
     total = sum(counts.values())
     summary = [

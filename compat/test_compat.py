@@ -32,3 +32,34 @@ def test_matrix_is_current():
     fresh = generate(RESULTS)
     committed = MATRIX_PATH.read_text(encoding="utf-8") if MATRIX_PATH.exists() else ""
     assert committed == fresh, "compat/MATRIX.md is stale: regenerate it with `python -m compat.matrix`"
+
+
+def _matrix_rows():
+    """(julia, fluxjax spelling, status) for every row of the committed MATRIX.md's name tables."""
+    import re
+
+    row = re.compile(r"^\| `(?P<julia>.+?)` \| `(?P<python>fluxjax(?:\.[A-Za-z_][A-Za-z0-9_]*)*)` \| (?P<status>\w+) \|")
+    return [m.group("julia", "python", "status") for ln in MATRIX_PATH.read_text(encoding="utf-8").splitlines()
+            if (m := row.match(ln))]
+
+
+def _lookup(spelling: str):
+    import importlib
+
+    obj = importlib.import_module("fluxjax")
+    for part in spelling.split(".")[1:]:
+        if not hasattr(obj, part):
+            return None
+        obj = getattr(obj, part)
+    return obj
+
+
+def test_matrix_spellings_exist():
+    """Every name MATRIX.md lists as supported (or partial) exists at the spelling it lists, read from the
+    file itself; an omitted or missing one does not exist there ("a name exists only when it works")."""
+    rows = _matrix_rows()
+    assert len(rows) > 300, "could not read the name tables of compat/MATRIX.md"
+    absent = [f"{j} -> {p}" for j, p, s in rows if s in ("supported", "partial") and _lookup(p) is None]
+    assert not absent, f"MATRIX.md lists these as present, but fluxjax lacks them there: {absent}"
+    stray = [f"{j} -> {p}" for j, p, s in rows if s in ("omitted", "missing") and _lookup(p) is not None]
+    assert not stray, f"MATRIX.md lists these as absent, but fluxjax has them: {stray}"

@@ -66,13 +66,23 @@ def cpu(m: Any) -> Any:
     return fmap(lambda x: jax.device_put(x, dev) if is_array(x) else x, m)
 
 
+_warned: set[str] = set()  # the one-time warnings already given in this session
+
+
+def _warn_once(key: str, msg: str, category: type[Warning] = UserWarning, stacklevel: int = 3) -> None:
+    """Warn with `msg` the first time `key` comes up in this session only (Julia's `maxlog=1`)."""
+    if key not in _warned:
+        _warned.add(key)
+        warnings.warn(msg, category, stacklevel=stacklevel)
+
+
 def gpu(m: Any) -> Any:
-    """Move every array in `m` to the first accelerator (GPU or TPU); without one, warn once and
-    return `m` unchanged, as Flux does."""
+    """Move every array in `m` to the first accelerator (GPU or TPU); without one, warn once per
+    session and return `m` unchanged, as Flux does (its `gpu_device()` warns with `maxlog=1`)."""
     try:
         dev = next(d for d in jax.devices() if d.platform != "cpu")
     except StopIteration:
-        warnings.warn("gpu: no GPU or TPU is visible to JAX; the model stays on the CPU", stacklevel=2)
+        _warn_once("gpu", "gpu: no GPU or TPU is visible to JAX; the model stays on the CPU")
         return m
     return fmap(lambda x: jax.device_put(x, dev) if is_array(x) else x, m)
 
@@ -142,10 +152,28 @@ def gpu_device(ordinal: int | None = None, *, force: bool = False) -> AbstractDe
     return AcceleratorDevice(accel[ordinal])
 
 
-def get_device(x: Any) -> AbstractDevice | None:
+_NO_ARG = object()
+
+
+def get_device(x: Any = _NO_ARG, idx: int = 0, *, verbose: bool = False) -> AbstractDevice | None:
     """MLDataDevices' `get_device(x)`: the device holding every array in `x` (a model, an array, a
     container), as the callable device object `cpu_device()`/`gpu_device()` return; `None` when `x`
-    holds no arrays. NumPy arrays count as the CPU. Arrays on several devices raise a ValueError."""
+    holds no arrays. NumPy arrays count as the CPU. Arrays on several devices raise a ValueError.
+
+    Flux 0.16 keeps two deprecated forms, which warn once (`DeprecationWarning`) and work as there:
+    `get_device()` is `gpu_device()` (the CPU device, with a warning, when JAX sees no accelerator), and
+    `get_device(backend, idx=0)` with a backend name is `cpu_device()` for `"CPU"`, else
+    `gpu_device(idx, force=True)` (`idx` is 0-based, as Flux's).
+    """
+    if x is _NO_ARG:
+        _warn_once("get_device()", "get_device() is deprecated. Use `gpu_device()` instead.", DeprecationWarning)
+        return gpu_device()
+    if isinstance(x, str):
+        _warn_once("get_device(backend)", "get_device(backend::String, idx::Int) is deprecated. "
+                   "Use `gpu_device(idx)` (or `cpu_device()`) instead.", DeprecationWarning)
+        if x == "CPU":
+            return cpu_device()
+        return gpu_device(idx, force=True)
     found: set = set()
     for a in jax.tree_util.tree_leaves(x):
         if isinstance(a, jax.Array):

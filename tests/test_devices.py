@@ -24,7 +24,10 @@ def test_f64_requires_x64():
             Flux.f64(Flux.Dense(2, 2))
 
 
-def test_cpu_and_gpu_placement():
+def test_cpu_and_gpu_placement(monkeypatch):
+    from fluxjax import devices
+
+    monkeypatch.setattr(devices, "_warned", set())  # gpu warns once per session
     m = Flux.cpu(Flux.Dense(2, 2))
     assert next(iter(m.weight.devices())).platform == "cpu"
     if all(d.platform == "cpu" for d in jax.devices()):

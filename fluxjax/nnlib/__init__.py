@@ -37,6 +37,7 @@ from .activations import (
     thresholdrelu,
     trelu,
 )
+from .attention import dot_product_attention, dot_product_attention_scores, make_causal_mask
 from .audio import (
     db_to_power,
     hamming_window,
@@ -96,6 +97,8 @@ __all__ = [
     "conv_transpose_output_size", "grad_conv_data", "grad_conv_filter", "unfold", "fold",
     "grad_depthwiseconv_data", "grad_depthwiseconv_filter",
     "ConvDims", "DenseConvDims", "DepthwiseConvDims", "PoolDims",
+    # attention
+    "dot_product_attention", "dot_product_attention_scores", "make_causal_mask",
     # audio
     "hann_window", "hamming_window", "stft", "istft", "spectrogram", "power_to_db", "db_to_power",
     "melscale_filterbanks",

@@ -11,12 +11,14 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from ..errors import DimensionMismatch
+
 
 def batched_mul(A: jax.typing.ArrayLike, B: jax.typing.ArrayLike) -> jax.Array:
     """Batched matrix product `(m, k, b...) x (k, n, b...) -> (m, n, b...)` (NNlib's `A ⊠ B`)."""
     A, B = jnp.asarray(A), jnp.asarray(B)
     if A.ndim < 2 or B.ndim < 2 or A.shape[1] != B.shape[0]:
-        raise ValueError(f"DimensionMismatch: batched_mul of arrays of shapes {A.shape} and {B.shape}")
+        raise DimensionMismatch(f"batched_mul of arrays of shapes {A.shape} and {B.shape}")
     if A.ndim == 2 and B.ndim == 2:
         return A @ B
     if A.ndim == 2:
@@ -27,13 +29,31 @@ def batched_mul(A: jax.typing.ArrayLike, B: jax.typing.ArrayLike) -> jax.Array:
         a == b or 1 in (a, b) for a, b in zip(A.shape[2:], B.shape[2:], strict=True)
     )
     if not batch_ok:
-        raise ValueError(f"DimensionMismatch: batch size mismatch in batched_mul: {A.shape} vs {B.shape}")
+        raise DimensionMismatch(f"batch size mismatch in batched_mul: {A.shape} vs {B.shape}")
     return jnp.einsum("ij...,jk...->ik...", A, B)
 
 
 def batched_vec(A: jax.typing.ArrayLike, b: jax.typing.ArrayLike) -> jax.Array:
-    """Batched matrix-vector product `(m, n, k...) x (n, k...) -> (m, k...)`; a vector `b` is shared."""
+    """Batched matrix-vector product `(m, n, k...) x (n, k...) -> (m, k...)`; a vector `b` is shared.
+
+    Sizes that do not fit raise `DimensionMismatch` (a `ValueError`), as NNlib: `A` needs one dim more
+    than a batch of vectors `b`, the batch dims must be equal, and `A.shape[1] == b.shape[0]`."""
     A, b = jnp.asarray(A), jnp.asarray(b)
+    if A.ndim < 2 or b.ndim < 1:
+        raise DimensionMismatch(f"batched_vec needs a batch of matrices and of vectors, got shapes {A.shape} and {b.shape}")
+    if b.ndim > 1 and A.ndim != b.ndim + 1:
+        raise DimensionMismatch(
+            f"batched_vec requires ndims(A) == ndims(B) + 1, got ndims(A)={A.ndim} and ndims(B)={b.ndim} "
+            f"(shapes {A.shape} and {b.shape})"
+        )
+    if b.ndim > 1 and A.shape[2:] != b.shape[1:]:
+        raise DimensionMismatch(
+            f"batch dimensions must match: size(A)[3:end]={A.shape[2:]} != size(B)[2:end]={b.shape[1:]} "
+            f"(A.shape[2:] and B.shape[1:] here)"
+        )
+    if A.shape[1] != b.shape[0]:
+        raise DimensionMismatch(f"batched_vec: A.shape[1] = {A.shape[1]} must equal B.shape[0] = {b.shape[0]} "
+                                f"(shapes {A.shape} and {b.shape})")
     if b.ndim == 1:
         return jnp.einsum("ij...,j->i...", A, b)
     return jnp.einsum("ij...,j...->i...", A, b)
