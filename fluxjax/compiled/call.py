@@ -33,6 +33,7 @@ from .plan import Plan
 MAX_PROGRAMS = 32  # compiled programs one `fluxjax.jit` function keeps (least recently used dropped)
 _MANY = object()  # an entry whose programs (one per input shapes) return differently structured outputs
 _REFUSED = ("in_shardings", "out_shardings", "donate_argnames")
+NO_STATICS: tuple[dict, dict] = ({}, {})  # a call without static arguments (never written to)
 
 
 class Entry:
@@ -73,7 +74,11 @@ class Entry:
     def call(self, leaves: list, top: bool = True) -> tuple[list, dict, dict, Any]:
         """Run the program on its inputs (`top`: no trace is under way): `(output leaves, changed,
         extra, output structure)`."""
-        program = self.program(top)
+        program = self.top if top else self.program(top)
+        if self.split is None and self.effects is False:  # the common case, kept short
+            out_leaves, changed, extra = program(leaves)
+            tree = self.out_tree
+            return out_leaves, changed, extra, (self.out_trees[_avals(leaves)] if tree is _MANY else tree)
         args = (leaves,) if self.split is None else tuple([leaves[i] for i in part] for part in self.split)
         if self.effects is None:  # jax caches this trace: the call below does not trace again
             self.effects = bool(program.trace(*args).jaxpr.effects)
@@ -236,10 +241,10 @@ class Jitted:
             if leaves is None:
                 plan.release()
         if leaves is not None:
-            box, w, entry, statics = plan.box, plan.walk, plan.entry, ({}, {})
+            box, w, entry, statics = plan.box, plan.walk, plan.entry, NO_STATICS
         else:
             plan = None
-            statics = self._statics(args, kwargs) if self.static_argnums or self.static_argnames else ({}, {})
+            statics = self._statics(args, kwargs) if self.static_argnums or self.static_argnames else NO_STATICS
             pos, kw = statics
             dyn_kwargs = {k: v for k, v in kwargs.items() if k not in kw}
             box = [*(None if i in pos else a for i, a in enumerate(args)), dyn_kwargs, self.fn, default_rng]

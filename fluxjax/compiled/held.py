@@ -17,7 +17,7 @@ import jax
 from jax._src.core import trace_state_clean  # no public API says whether a trace is under way
 
 from ..state import commit, current_region, mode_context
-from .call import Jitted
+from .call import NO_STATICS, Jitted
 
 _MISS = object()  # `_step`'s answer when the arguments do not fit the held inputs
 
@@ -87,7 +87,7 @@ class HeldSteps:
         box, entry = plan.box, plan.entry
         n = len(self.fixed)
         box[n:n + len(rest)] = rest  # the program is traced again for new shapes, from the box
-        entry.current = (box, plan.walk, ({}, {}))
+        entry.current = (box, plan.walk, NO_STATICS)
         traces = entry.traces
         try:
             out_leaves, changed, extra, tree = entry.call(inputs, trace_state_clean())

@@ -7,7 +7,6 @@ import functools
 import math
 import warnings
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 import jax
@@ -220,8 +219,8 @@ def train_(loss: Callable, model: Any, data: Iterable, opt_state: Any, *rest: An
     return TrainHistory(losses)
 
 
-def _run(loss, model, data, opt_state, sources, adtype, jit, shown) -> list[float]:
-    """The loop of `train_`; returns the loss of every step."""
+def _run(loss, model, data, opt_state, sources, adtype, jit, shown) -> list:
+    """The loop of `train_`; returns the loss of every step (floats, or device arrays when compiled)."""
     if not jit:
         losses = []
         for i, d in enumerate(data):
@@ -252,20 +251,32 @@ def _run(loss, model, data, opt_state, sources, adtype, jit, shown) -> list[floa
                 held += window
                 window, start = [], i + 1
     _check_window(window, start, ok)
-    held += window
-    return [float(v) for v in jax.device_get(held)]
+    return held + window  # device arrays: TrainHistory reads them when asked
 
 
-@dataclass(frozen=True)
 class TrainHistory:
     """What `train_` did: `losses`, the loss of every step as a float (the first element when the
-    loss returns `(loss, aux...)`), computed before that step's update, and `steps`, their number."""
+    loss returns `(loss, aux...)`), computed before that step's update, and `steps`, their number.
+    A compiled loop hands over the losses as device arrays; they are read (one transfer each) the
+    first time `losses` is asked for, so a loop whose history is not read never waits for them."""
 
-    losses: list[float] = field(default_factory=list)
+    __slots__ = ("_values", "_losses")
+
+    def __init__(self, values: list = ()):
+        self._values, self._losses = list(values), None
+
+    @property
+    def losses(self) -> list[float]:
+        if self._losses is None:
+            self._losses, self._values = [float(v) for v in jax.device_get(self._values)], []
+        return self._losses
 
     @property
     def steps(self) -> int:
-        return len(self.losses)
+        return len(self._values) if self._losses is None else len(self._losses)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TrainHistory) and self.losses == other.losses
 
     def __repr__(self) -> str:
         last = f", last loss {self.losses[-1]:.6g}" if self.losses else ""
