@@ -105,9 +105,15 @@ def chunk(x: Any, n: Any = None, *, size: Any = None, dims: int = -1, npartition
     `chunk(x, labels)` with a sorted vector of 0-based part labels, one per element along `dims`, makes
     part `k` of the elements labelled `k` (MLUtils' `chunk(x, partition_idxs)`, 1-based there).
 
-    >>> chunk(range(10), 3)             # [range(0, 4), range(4, 8), range(8, 10)]
-    >>> [c.shape for c in chunk(jnp.zeros((5, 4)), 2, dims=0)]    # [(3, 4), (2, 4)]
-    >>> chunk(range(6), size=[2, 4])    # [range(0, 2), range(2, 6)]
+    ```python
+    >>> chunk(range(10), 3)
+    [range(0, 4), range(4, 8), range(8, 10)]
+    >>> [c.shape for c in chunk(jnp.zeros((5, 4)), 2, dims=0)]
+    [(3, 4), (2, 4)]
+    >>> chunk(range(6), size=[2, 4])
+    [range(0, 2), range(2, 6)]
+
+    ```
     """
     if n is not None and size is not None:
         raise TypeError("chunk: give the number of parts n or size=, not both")
