@@ -147,7 +147,7 @@ class Walk:
     """Result of `walk`: `leaves`, their `slots`, `roles` (PARAM/STATE/OTHER) and `signature`."""
 
     __slots__ = ("leaves", "slots", "roles", "signature", "layers", "paths", "containers", "reusable", "starts",
-                 "watched", "watch", "keep")
+                 "watched", "watch")
 
     def __init__(self, paths):
         self.leaves: list[Any] = []
@@ -163,7 +163,6 @@ class Walk:
         # the mutable objects keyed by their contents (`(object, key)`: `static_key` must give it again).
         self.watched: list[tuple[Slot, Any]] = []
         self.watch: list[tuple[Any, Any]] = []
-        self.keep: list[Any] = []  # the functions whose code is in the signature, kept alive
 
 
 def walk(root: list, paths: bool = False, functions: bool = False) -> Walk:
@@ -261,7 +260,6 @@ def walk(root: list, paths: bool = False, functions: bool = False) -> Walk:
             sig.append(("fn", fns[fid]))
             return
         fns[fid] = len(fns)
-        w.keep.append(f)
         code = f.__code__
         sig.append((code, static_key(f.__defaults__, w.watch), static_key(f.__kwdefaults__, w.watch)))
         for cell in f.__closure__ or ():

@@ -7,7 +7,7 @@ import types
 
 import jax
 
-from .._slots import Slot
+from .._slots import Slot, code_names
 
 
 def _snapshot(f) -> dict:
@@ -23,14 +23,6 @@ def _check_leaks(f, name, before: dict):
                 "invalid. Return the value from f instead (use withgradient for extra outputs), or wrap "
                 "the store in fluxjax.ignore."
             )
-
-
-def _code_names(code):
-    names = list(code.co_names)
-    for c in code.co_consts:
-        if isinstance(c, types.CodeType):
-            names.extend(_code_names(c))
-    return names
 
 
 def _referenced(f, depth=2):
@@ -52,7 +44,7 @@ def _referenced(f, depth=2):
             except ValueError:  # an empty cell
                 continue
         g = fn.__globals__
-        found += [("global", var, g[var], Slot(g, var, False)) for var in _code_names(code) if var in g]
+        found += [("global", var, g[var], Slot(g, var, False)) for var in code_names(code) if var in g]
         out.extend(found)
         for item in found:
             if d and isinstance(item[2], types.FunctionType):
