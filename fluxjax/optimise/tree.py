@@ -20,7 +20,7 @@ import optax
 from .._sharing import sharing
 from .._slots import Slot
 from ..functors import is_array, is_float_array, is_layer, layer, trainable
-from ..state import _stack, commit
+from ..state import commit, current_region
 from ..zygote import Grads, Params, Tangent
 from .wholetree import (
     Part,
@@ -213,7 +213,7 @@ def _apply(leaf: Leaf, new_state, new_x, slots, roots: dict, write):
 def _commit(slot: Slot, value: Any) -> None:
     """`update_`'s write: through the state thread, with an error that says what to use instead
     when a plain jax transformation traces it (the caller's model must not keep a tracer)."""
-    if isinstance(value, jax.core.Tracer) and not _stack():
+    if isinstance(value, jax.core.Tracer) and current_region() is None:
         raise RuntimeError(
             "update_ rebinds the model's arrays in place, which cannot happen under a plain jax "
             "transformation (jax.jit, jax.grad, ...). Use the pure form, "
