@@ -250,8 +250,8 @@ def _resolve_path(path: str):
 def resolve_path(e: Export) -> str | None:
     """The first of ``e.paths`` (relative to ``fluxjax``) where fluxjax has the name, or None.
 
-    A Python module only counts for Julia modules (``Losses``, ``Train``): ``fluxjax.state`` the module is
-    not ``Flux.state`` the function.
+    A Python module only counts for Julia modules (``Losses``, ``Train``): a module named like a Flux
+    function is not that function.
     """
     julia_module = e.julia in {"Losses", "Train", "MLDataDevices", "DistributedUtils"}
     for path in e.paths:

@@ -4,7 +4,6 @@
 `fluxjax.optimise` as Optimisers, `fluxjax.nnlib` as NNlib, `fluxjax.losses` as Flux.Losses.
 """
 
-# Importing serialize also makes the module `fluxjax.state` callable: `fluxjax.state(model)` is Flux.state.
 from . import losses as losses
 from . import nnlib as nnlib
 from . import optimise as optimise
@@ -16,6 +15,10 @@ from .callbacks import patience as patience
 from .callbacks import plateau as plateau
 from .callbacks import throttle as throttle
 from .compiled.call import jit as jit
+from .core.layer import children as children
+from .core.layer import layer as layer
+from .core.layer import trainable as trainable
+from .core.region import within_gradient as within_gradient
 from .data import DataLoader as DataLoader
 from .data import batch as batch
 from .data import flatten as flatten
@@ -43,12 +46,10 @@ from .devices import gpu as gpu
 from .devices import gpu_device as gpu_device
 from .devices import rng_from_array as rng_from_array
 from .errors import DimensionMismatch as DimensionMismatch
-from .functors import children as children
+from .functional import functional as functional
 from .functors import fmap as fmap
 from .functors import functor as functor
-from .functors import layer as layer
 from .functors import modules as modules
-from .functors import trainable as trainable
 from .init import create_bias as create_bias
 from .init import glorot_normal as glorot_normal
 from .init import glorot_uniform as glorot_uniform
@@ -159,6 +160,8 @@ from .mlutils import trues_like as trues_like
 from .mlutils import unsqueeze as unsqueeze
 from .mlutils import unstack as unstack
 from .mlutils import zeros_like as zeros_like
+from .modes import testmode_ as testmode_
+from .modes import trainmode_ as trainmode_
 from .nnlib import ConvDims as ConvDims
 from .nnlib import DenseConvDims as DenseConvDims
 from .nnlib import DepthwiseConvDims as DepthwiseConvDims
@@ -297,10 +300,7 @@ from .serialize import import_safetensors_ as import_safetensors_
 from .serialize import load as load
 from .serialize import loadmodel_ as loadmodel_
 from .serialize import save as save
-from .state import functional as functional
-from .state import testmode_ as testmode_
-from .state import trainmode_ as trainmode_
-from .state import within_gradient as within_gradient
+from .serialize import state as state
 from .zygote import AutoEnzyme as AutoEnzyme
 from .zygote import AutoFiniteDifferences as AutoFiniteDifferences
 from .zygote import AutoMooncake as AutoMooncake

@@ -37,8 +37,8 @@ import numpy as np
 
 from ._ckpt_tree import Encoder, array_refs, decode, from_v1
 from ._flat import shape_of
-from ._loading import CheckpointError, StructureMismatch, array_paths, plan_load, show_path, state
 from .errors import DimensionMismatch
+from .loading import CheckpointError, StructureMismatch, array_paths, plan_load, show_path, state
 
 FORMAT = "fluxjax-checkpoint"
 VERSION = 2  # 2: the structure is a flat node table (`_ckpt_tree.py`); 1 (nested JSON) is still read

@@ -23,7 +23,7 @@ def _is_int(v) -> bool:
     return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
 
 
-def _param_dtype(layer):
+def param_dtype(layer):
     """The dtype of the layer's first float array field, or None when it has none."""
     for v in getattr(layer, "__dict__", {}).values():
         d = getattr(v, "dtype", None)
@@ -56,7 +56,7 @@ def match_eltype(layer, x, dtype=None):
     x = as_array(layer, x)
     xd = x.dtype
     if dtype is None:
-        dtype = _param_dtype(layer)
+        dtype = param_dtype(layer)
         if dtype is None:
             dtype = xd if jnp.issubdtype(xd, jnp.floating) else jnp.float32
     if xd == dtype:

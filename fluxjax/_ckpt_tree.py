@@ -25,8 +25,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._flat import host
-from ._loading import CheckpointError
-from .functors import is_array
+from .core.layer import is_array
+from .loading import CheckpointError
 from .random import is_typed_key
 
 

@@ -15,9 +15,9 @@ from typing import Any
 import jax
 import numpy as np
 
-from ._loading import StructureMismatch, array_paths, plan_load, show_path, state
+from .core.layer import is_array
 from .errors import DimensionMismatch
-from .functors import is_array
+from .loading import StructureMismatch, array_paths, plan_load, show_path, state
 from .random import is_typed_key
 
 

@@ -22,8 +22,8 @@ import numpy as np
 from numpy.lib import format as npy
 
 from ._flat import Expected, atomic_write, flat_state
-from ._loading import CheckpointError, StructureMismatch
 from .errors import DimensionMismatch
+from .loading import CheckpointError, StructureMismatch
 
 _DEFLATE_RATIO = 1100  # deflate cannot expand data more than 1032:1
 _CHUNK = 1 << 22

@@ -33,7 +33,7 @@ import ml_dtypes
 import numpy as np
 
 from ._flat import Expected, atomic_write, flat_state, host
-from ._loading import CheckpointError
+from .loading import CheckpointError
 
 _ST_DTYPES: dict[str, np.dtype] = {
     "F64": np.dtype(np.float64), "F32": np.dtype(np.float32), "F16": np.dtype(np.float16),

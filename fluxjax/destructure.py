@@ -15,8 +15,9 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
+from .core.layer import is_array, is_float_array, is_layer, trainable
 from .errors import DimensionMismatch
-from .functors import fmap, is_array, is_float_array, is_layer, trainable
+from .functors import fmap
 
 
 def _walk(x: Any, visit: Callable[[Any], None]) -> None:

@@ -10,7 +10,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .functors import fmap, is_array
+from .core.layer import is_array
+from .functors import fmap
 from .layers.normalise import KEEP_FLOAT32
 from .random import next_key
 

@@ -3,7 +3,7 @@
 Flux's automatic mode means train mode inside `gradient`/`withgradient`/`train_` and test mode
 elsewhere. fluxjax knows it is inside those by the region they open; a plain `jax.grad` or `jax.jit`
 of a function of the model opens none, so BatchNorm silently normalises with its running statistics
-(which then never move) and Dropout drops nothing. `state.is_active` calls `warn_plain_trace` when a
+(which then never move) and Dropout drops nothing. `core.region.is_active` calls `warn_plain_trace` when a
 layer in automatic mode decides its mode under a JAX trace with no fluxjax region open."""
 
 from __future__ import annotations

@@ -8,10 +8,10 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from .state import run_in_region
+from .core.region import run_in_region
 
 
-def _sizes(inputsize: tuple, more: tuple, fn: str = "outputsize") -> list[tuple[int, ...]]:
+def input_sizes(inputsize: tuple, more: tuple, fn: str = "outputsize") -> list[tuple[int, ...]]:
     sizes = (inputsize, *more)
     if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)) and sizes[0] and all(isinstance(s, (tuple, list)) for s in sizes[0]):
         sizes = tuple(sizes[0])  # outputsize(m, ((2,), (3,)))
@@ -23,7 +23,7 @@ def _sizes(inputsize: tuple, more: tuple, fn: str = "outputsize") -> list[tuple[
     return out
 
 
-def _trace(m: Any, sizes: list[tuple[int, ...]]) -> Any:
+def trace_abstract(m: Any, sizes: list[tuple[int, ...]]) -> Any:
     """`m` applied to float32 arrays of these sizes (one array, or several as a tuple), abstractly."""
 
     def run(*args):
@@ -51,10 +51,10 @@ def outputsize(m: Any, inputsize: tuple, *more: tuple, padbatch: bool = False) -
         from .layers.basic import Chain
 
         m = Chain(*m)
-    sizes = _sizes(inputsize, more)
+    sizes = input_sizes(inputsize, more)
     if padbatch:
         sizes = [(*s, 1) for s in sizes]
-    out = _trace(m, sizes)
+    out = trace_abstract(m, sizes)
     if hasattr(out, "shape"):
         return tuple(out.shape)
     return jax.tree_util.tree_map(lambda a: tuple(a.shape), out)

@@ -25,13 +25,13 @@ class DefaultRNG:
 
 default_rng = DefaultRNG()
 
-# The state thread (fluxjax.state) installs these when it is imported: `current_region()` and
+# The state thread (fluxjax.core.region) installs these when it is imported: `current_region()` and
 # `rebind(obj, name, value)`. This module imports nothing of fluxjax, so every module can use it.
 _thread: dict = {}
 
 
 def use_state_thread(current_region, rebind) -> None:
-    """Called by fluxjax.state: random draws inside a region advance the key through it."""
+    """Called by fluxjax.core.region: random draws inside a region advance the key through it."""
     _thread.update(current_region=current_region, rebind=rebind)
 
 

@@ -1,6 +1,6 @@
 """Saving, loading and moving models: Flux's `state` / `loadmodel!`, orbax checkpoints, `.npz` / `.safetensors`.
 
-- `state(model)`, `loadmodel_(dst, src)`: Flux's `src/loading.jl` (in `_loading.py`).
+- `state(model)`, `loadmodel_(dst, src)`: Flux's `src/loading.jl` (in `loading.py`).
 - `save(path, model, opt_state, step)`, `load(path, model, opt_state)`: atomic numbered orbax
   checkpoints with checksums (in `_checkpoint.py`, which documents the on-disk layout).
 - `export_npz`, `import_npz_`, `export_safetensors`, `import_safetensors_`: flat files keyed
@@ -15,37 +15,15 @@ Errors: `DimensionMismatch` (wrong array size), `StructureMismatch` (fields/leng
 a missing file or directory raises `FileNotFoundError`.
 """
 
-import sys
-import types
-
 from ._checkpoint import Checkpoint, load, save
 from ._flat import flat_state
-from ._loading import CheckpointError, StructureMismatch, array_paths, loadmodel_, state
 from ._npz import export_npz, import_npz_
 from ._safetensors import export_safetensors, import_safetensors_, read_safetensors, write_safetensors
 from .errors import DimensionMismatch
+from .loading import CheckpointError, StructureMismatch, array_paths, loadmodel_, state
 
 __all__ = [
     "Checkpoint", "CheckpointError", "DimensionMismatch", "StructureMismatch", "array_paths", "export_npz",
     "export_safetensors", "flat_state", "import_npz_", "import_safetensors_", "load", "loadmodel_",
     "read_safetensors", "save", "state", "write_safetensors",
 ]
-
-
-
-class _CallableModule(types.ModuleType):
-    def __call__(self, x):
-        """`fluxjax.state(model)`: see `fluxjax.serialize.state`."""
-        return state(x)
-
-
-def _make_state_module_callable() -> None:
-    """`fluxjax.state` is both the state-thread module (`fluxjax.state.rebind`, `from fluxjax import state;
-    state.trainmode_(m)`) and Flux's `state(model)` function: the module object is made callable, so
-    `fluxjax.state(model)` is `serialize.state(model)` and nothing that uses the module breaks."""
-    mod = sys.modules[__package__ + ".state"]
-    if not isinstance(mod, _CallableModule):
-        mod.__class__ = _CallableModule
-
-
-_make_state_module_callable()

@@ -14,7 +14,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from .functors import is_array, is_float_array, is_layer, trainable
+from .core.layer import is_array, is_float_array, is_layer, trainable, use_layer_repr
 from .random import is_key
 
 _TOP_COL, _INNER_COL = 20, 39
@@ -204,3 +204,6 @@ def layer_repr(m) -> str:
     if len(lines) > 1:
         lines[-1] = _total(m, lines[-1])
     return "\n".join(lines)
+
+
+use_layer_repr(layer_repr)

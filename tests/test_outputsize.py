@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from fluxjax import state
+from fluxjax import modes
 from fluxjax.errors import DimensionMismatch
 from fluxjax.layers.basic import Chain, Dense
 from fluxjax.layers.containers import Parallel, SkipConnection
@@ -141,14 +141,14 @@ def test_no_computation_and_model_untouched():
 
     bn, dr = BatchNorm(3), Dropout(0.5)
     m = Chain(Conv((3, 3), (3, 3)), probe, bn, dr)
-    state.trainmode_(m)
+    modes.trainmode_(m)
     mu, key = bn.mu, dr.rng
     assert outputsize(m, (8, 8, 3, 4)) == (6, 6, 3, 4)
     assert seen == [True]  # traced abstractly, not run
     assert bn.mu is mu and dr.rng is key  # train-mode writes are discarded
     leaves = jax.tree_util.tree_leaves(m)
     assert not any(isinstance(v, jax.core.Tracer) for v in leaves)
-    state.testmode_(m)
+    modes.testmode_(m)
     assert np.all(np.isfinite(m(jnp.ones((8, 8, 3, 4)))))
 
 

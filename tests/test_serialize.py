@@ -31,7 +31,7 @@ from fluxjax import (
 )
 from fluxjax.serialize import flat_state, read_safetensors, write_safetensors
 
-state = fluxjax.state  # the callable module: Flux.state
+state = fluxjax.state  # Flux.state
 
 
 def host_leaves(tree):
@@ -589,10 +589,8 @@ def test_import_errors_name_file_and_key(tmp_path, untouched):
     assert list(flat_state(src)) == ["layers.0.weight", "layers.0.bias", "layers.1.weight", "layers.1.bias"]
 
 
-def test_fluxjax_state_module_still_works():
-    from fluxjax import state as st
-
+def test_fluxjax_state_is_flux_state():
     m = Chain(Dropout(0.5))
-    st.trainmode_(m)
+    fluxjax.trainmode_(m)
     assert m[0].active is True
     assert fluxjax.state(m)["layers"][0]["active"] is True

@@ -1,5 +1,5 @@
 """Leaves set up and stepped together share one array for their step counters and hyperparameters
-(fluxjax/_sharing.py), and `fluxjax.jit` takes such an array as one input (fluxjax/state.py). The
+(fluxjax/core/sharing.py), and `fluxjax.jit` takes such an array as one input (fluxjax/compiled/call.py). The
 numbers stay Optimisers.jl's: a leaf that is not stepped keeps its own count."""
 
 import jax
@@ -215,7 +215,7 @@ def test_loading_a_state_keeps_counts_apart_and_shares_equal_ones(tmp_path):
 
 
 def test_once_keys_arrays_by_identity_numpy_too():
-    from fluxjax._sharing import once, sharing
+    from fluxjax.core.sharing import once, sharing
 
     a, b = np.ones(2, np.float32), np.ones(2, np.float32)
     with sharing():

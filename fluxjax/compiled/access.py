@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .._slots import ARRAY_TYPES, Slot
+from ..core.walk import ARRAY_TYPES, Slot
 
 
 class Source:

@@ -1,6 +1,6 @@
 """`fluxjax.jit`: a function of models, optimiser states and arrays, compiled with `jax.jit`.
 
-A call walks its arguments (`fluxjax._slots.walk(..., functions=True)`): every array in them, in the
+A call walks its arguments (`fluxjax.core.walk.walk(..., functions=True)`): every array in them, in the
 closure cells and globals the user's functions read, and the global RNG key, becomes an input of the
 program; everything else the trace can read (the structure, static fields, closure and global values
 that are not arrays, dict order, Flux's automatic mode) is in the cache key. Inside, the program runs
@@ -23,10 +23,10 @@ import jax
 from jax._src.core import trace_state_clean  # no public API says whether a trace is under way
 from jax.sharding import SingleDeviceSharding
 
-from .._slots import Slot, Walk, set_many, static_key, walk
-from ..functors import structure_version
+from ..core.layer import structure_version
+from ..core.region import TRACER_ERROR, commit, current_region, mode_context, run_in_region
+from ..core.walk import Slot, Walk, set_many, static_key, walk
 from ..random import default_key, default_rng
-from ..state import TRACER_ERROR, commit, current_region, mode_context, run_in_region
 from .options import with_defaults
 from .plan import Plan
 

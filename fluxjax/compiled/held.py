@@ -16,7 +16,7 @@ from typing import Any
 import jax
 from jax._src.core import trace_state_clean  # no public API says whether a trace is under way
 
-from ..state import commit, current_region, mode_context
+from ..core.region import commit, current_region, mode_context
 from .call import NO_STATICS, Jitted
 
 _MISS = object()  # `_step`'s answer when the arguments do not fit the held inputs

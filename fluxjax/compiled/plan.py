@@ -30,8 +30,8 @@ from typing import Any
 import jax
 import numpy as np
 
-from .._slots import AN_ARRAY, ARRAY_TYPES, NUMBER_TYPES, Walk, leaf_sig, static_key
-from ..functors import structure_version
+from ..core.layer import structure_version
+from ..core.walk import AN_ARRAY, ARRAY_TYPES, NUMBER_TYPES, Walk, leaf_sig, static_key
 from .access import Source, loader, storer
 
 _LEAF, _FLAT, _SAME = 0, 1, 2

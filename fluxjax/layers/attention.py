@@ -8,8 +8,8 @@ import jax
 import numpy as np
 
 from .._checks import match_eltype
+from ..core.layer import layer
 from ..errors import DimensionMismatch, describe
-from ..functors import layer
 from ..init import glorot_uniform
 from ..nnlib.attention import dot_product_attention
 from ..random import resolve_key

@@ -7,8 +7,8 @@ from collections.abc import Callable
 import jax.numpy as jnp
 
 from .._checks import check_callable, check_size, match_eltype
+from ..core.layer import is_array, layer
 from ..errors import DimensionMismatch
-from ..functors import is_array, layer
 from ..init import create_bias, glorot_uniform
 
 

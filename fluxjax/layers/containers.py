@@ -10,8 +10,8 @@ from typing import Any
 import jax.numpy as jnp
 
 from .._checks import check_callable
+from ..core.layer import is_layer, layer
 from ..errors import DimensionMismatch, describe
-from ..functors import is_layer, layer
 from ..show import one_line
 
 __all__ = ["Parallel", "SkipConnection", "PairwiseFusion", "Maxout"]

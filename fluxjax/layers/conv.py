@@ -16,8 +16,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._checks import as_array, check_callable, int_tuple, match_eltype, name
+from ..core.layer import is_array, layer
 from ..errors import DimensionMismatch, describe
-from ..functors import is_array, layer
 from ..init import create_bias, glorot_uniform
 from ..nnlib._layout import from_last, to_last
 from ..nnlib.conv import conv, conv_transpose, crosscor, same_pad

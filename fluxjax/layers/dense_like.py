@@ -9,8 +9,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._checks import as_array, check_callable, match_eltype
+from ..core.layer import is_array, layer
 from ..errors import DimensionMismatch, describe
-from ..functors import is_array, layer
 from ..init import create_bias, glorot_uniform, ones32, randn32
 from .basic import _positive, act_name, identity
 

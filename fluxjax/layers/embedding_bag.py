@@ -10,8 +10,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..core.layer import is_array, layer
 from ..errors import DimensionMismatch, describe
-from ..functors import is_array, layer
 from ..init import randn32
 from .basic import _positive
 from .dense_like import Embedding

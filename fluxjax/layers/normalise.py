@@ -1,7 +1,7 @@
 """Normalisation and regularisation layers: Flux's `src/layers/normalise.jl`, mutation-free.
 
 Running statistics and RNG keys are state fields. In train mode a layer computes their next values
-and hands them to the state thread (`fluxjax.state.rebind`): written at once when called eagerly,
+and hands them to the state thread (`fluxjax.core.region.rebind`): written at once when called eagerly,
 returned as auxiliary outputs and committed afterwards inside `gradient`, `fluxjax.jit` and
 `functional`. The mode is Flux's: `active=None` (automatic: train inside `gradient`), `True`, `False`.
 """
@@ -15,15 +15,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import _param_dtype, as_array, check_callable, match_eltype, name
+from .._checks import as_array, check_callable, match_eltype, name, param_dtype
+from ..core.layer import layer
+from ..core.region import is_active, layer_key, rebind
 from ..errors import DimensionMismatch, describe
-from ..functors import layer
 from ..init import ones32, zeros32
 from ..nnlib._layout import from_last, to_last
 from ..nnlib.dropout import dropout
 from ..nnlib.normalise import normalise
 from ..random import resolve_key
-from ..state import is_active, layer_key, rebind
 from .basic import act_name, identity
 from .dense_like import Scale
 
@@ -96,7 +96,7 @@ def _mixed_precision(call: Callable) -> Callable:
     @functools.wraps(call)
     def wrapped(self, x):
         x = match_eltype(self, x)
-        if x.dtype in _HALF and _param_dtype(self) == jnp.float32:
+        if x.dtype in _HALF and param_dtype(self) == jnp.float32:
             return call(self, x.astype(jnp.float32)).astype(x.dtype)
         return call(self, x)
 

@@ -7,8 +7,8 @@ Inputs are `(spatial..., C, N)`; windows cover the spatial dims only. None has p
 from __future__ import annotations
 
 from .._checks import int_tuple
+from ..core.layer import layer
 from ..errors import DimensionMismatch, describe
-from ..functors import layer
 from ..nnlib.pooling import maxpool, meanpool
 from .conv import PadSpec, _as_array, _kernel_tuple, _maybetuple_string, _spatial_check, calc_padding
 

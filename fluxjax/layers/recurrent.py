@@ -35,8 +35,9 @@ import jax
 import jax.numpy as jnp
 
 from .._checks import match_eltype
+from ..core.layer import is_layer, layer, state_fields
 from ..errors import DimensionMismatch, describe
-from ..functors import all_layers, is_layer, layer, state_fields
+from ..functors import all_layers
 from .recurrent_cells import (
     _BUILTIN_CELLS,
     GRUCell,

@@ -11,8 +11,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._checks import check_callable, match_eltype, name
+from ..core.layer import is_array, layer
 from ..errors import DimensionMismatch, describe
-from ..functors import is_array, layer
 from ..init import create_bias, glorot_uniform
 from ..nnlib.activations import sigmoid, tanh
 from ..random import resolve_key

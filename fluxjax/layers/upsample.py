@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..core.layer import layer
 from ..errors import DimensionMismatch, describe
-from ..functors import layer
 from ..nnlib.upsample import pixel_shuffle, upsample_bilinear, upsample_nearest, upsample_trilinear
 from .conv import _as_array
 

@@ -6,7 +6,8 @@ from typing import Any
 
 import jax.numpy as jnp
 
-from ..functors import _with_fields, fmap, is_array, is_layer, layer, state_fields
+from ..core.layer import is_array, is_layer, layer, state_fields, with_fields
+from ..functors import fmap
 from .containers import fn_name
 
 
@@ -65,7 +66,7 @@ def reparametrize(wn: WeightNorm) -> Any:
     """The wrapped layer with its `which` field set to `g .* v ./ ‖v‖` (a new layer; `wn` is unchanged)."""
     v = wn.layer.__dict__[wn.which]
     n2 = jnp.sum(jnp.square(v), axis=_axes(wn.dims, v.ndim), keepdims=True)
-    return _with_fields(wn.layer, {wn.which: wn.g * v / jnp.sqrt(n2 + jnp.finfo(wn.g.dtype).eps)})
+    return with_fields(wn.layer, {wn.which: wn.g * v / jnp.sqrt(n2 + jnp.finfo(wn.g.dtype).eps)})
 
 
 def remove_weight_norms(model: Any) -> Any:

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .._sharing import once
+from ..core.sharing import once
 from ._rule_base import Rule, _abs2, _pop_lambda
 
 __all__ = ["Adam", "AdamW", "RAdam", "AdaMax", "OAdam", "AMSGrad", "NAdam", "AdaBelief", "Lion"]

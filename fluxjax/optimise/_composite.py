@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from .._sharing import once, select
+from ..core.sharing import once, select
 from ._rule_base import DeltaUpdate, PyTree, Rule, _is_none, _or, _zeros_where
 
 __all__ = ["OptimiserChain", "AccumGrad", "MixedPrecision"]

@@ -48,7 +48,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from .._sharing import once
+from ..core.sharing import once
 
 __all__ = ["Rule", "LeafState", "ScheduleState", "DeltaUpdate"]
 

@@ -16,11 +16,13 @@ from jax.sharding import NamedSharding, PartitionSpec, SingleDeviceSharding
 
 from ..compiled.call import jit as _jit
 from ..compiled.held import HeldSteps
+from ..core.region import commit, guard_writes, run_in_region, written
 from ..data import DataLoader
-from ..parallel.batches import ShardedBatches, _place_for_training
-from ..state import commit, guard_writes, run_in_region, trainmode_, written
-from ..zygote import Params, _first, withgradient
+from ..modes import trainmode_
+from ..parallel.batches import ShardedBatches, place_for_training
+from ..zygote import Params, withgradient
 from ..zygote.adtypes import ADType
+from ..zygote.plan import first_output
 from .progress import progress as _display
 from .tree import _check_state, _implicit_holder, implicit_update_, setup, update_
 from .wholetree import as_transform
@@ -54,10 +56,7 @@ def _differentiate(loss, model, d, adtype: ADType | None = None):
     def step():
         if isinstance(model, Params):
             return withgradient(lambda: loss(*args), model)
-        if adtype is not None:
-            val, (g,) = adtype.withgradient(lambda m: loss(m, *args), (model,))
-        else:
-            val, (g,) = withgradient(lambda m: loss(m, *args), model)
+        val, (g,) = withgradient(lambda m: loss(m, *args), *(() if adtype is None else (adtype,)), model)
         return val, g
 
     (val, g), writes = run_in_region(step, collect=written)
@@ -75,7 +74,7 @@ def _step(loss, model, opt, d, check, adtype: ADType | None = None) -> Any:
     `model` is a model (with its state tree `opt`) or a `Params` (with its `ImplicitState`).
     Returns what `check` returned."""
     val, g, writes = _differentiate(loss, model, d, adtype)
-    checked = check(_first(val))
+    checked = check(first_output(val))
     _apply(model, opt, g, writes)
     return checked
 
@@ -85,7 +84,7 @@ def _guarded_step(loss, model, opt, d, ok=True) -> tuple[Any, Any, Any]:
     Returns `(val, grad, ok and isfinite(loss))`."""
     val, g, writes = _differentiate(loss, model, d)
     _apply(model, opt, g, writes)
-    ok = jnp.logical_and(ok, jnp.isfinite(_first(val)))
+    ok = jnp.logical_and(ok, jnp.isfinite(first_output(val)))
     guard_writes(ok)
     return val, g, ok
 
@@ -96,7 +95,7 @@ def _compiled(loss, model, sources, opt, d, ok):
     step's loss was finite). `sources` are the models behind a `Params`, passed so that their arrays
     are traced inputs, not constants."""
     val, _, ok = _guarded_step(loss, model, opt, d, ok)
-    return _first(val), ok
+    return first_output(val), ok
 
 
 def trainstep_(loss: Callable, model: Any, batch: Any, opt_state: Any, *rest: Any, jit: bool = True) -> Any:
@@ -136,7 +135,7 @@ def _one_step(loss, args: tuple, jit: bool, with_grad: bool) -> tuple[Any, Any]:
     if jit and (adtype is None or adtype.traceable):  # every traceable adtype is JAX's reverse mode: one program
         return (_compiled_step_grad if with_grad else _compiled_step)(loss, model, opt_state, batch)
     val, g, writes = _differentiate(loss, model, batch, adtype)
-    if bool(jnp.isfinite(_first(val))):
+    if bool(jnp.isfinite(first_output(val))):
         _apply(model, opt_state, g, writes)
     return val, (g if with_grad else None)
 
@@ -209,7 +208,7 @@ def train_(loss: Callable, model: Any, data: Iterable, opt_state: Any, *rest: An
             opt_state = setup(opt_state, model)
         trainmode_(model)
     if mesh is not None:
-        data = _place_for_training(mesh, model, sources, opt_state, data)
+        data = place_for_training(mesh, model, sources, opt_state, data)
     shown = _display(data, progress)
     try:
         losses = _run(loss, model, data, opt_state, sources, adtype, jit, shown)

@@ -17,10 +17,10 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from .._sharing import sharing
-from .._slots import Slot
-from ..functors import is_array, is_float_array, is_layer, layer, trainable
-from ..state import commit, current_region
+from ..core.layer import is_array, is_float_array, is_layer, layer, trainable
+from ..core.region import commit, current_region
+from ..core.sharing import sharing
+from ..core.walk import Slot
 from ..zygote import Grads, Params, Tangent
 from .wholetree import (
     Part,

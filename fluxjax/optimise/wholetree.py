@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from ..functors import layer
+from ..core.layer import layer
 from ._composite import MixedPrecision, OptimiserChain
 from ._rule_base import Rule
 

@@ -11,8 +11,8 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from ..core.region import commit
 from ..errors import DimensionMismatch
-from ..state import commit
 from .mesh import _auto, _axes_size, _data_axes
 from .placement import _arrays, _follow, _on, _place
 
@@ -190,7 +190,7 @@ def shard_batches(data: Iterable, mesh: Mesh, axis: str | tuple[str, ...] | None
 # train_ with a mesh
 
 
-def _place_for_training(mesh: Mesh, model: Any, sources: list | None, opt_state: Any, data: Iterable,
+def place_for_training(mesh: Mesh, model: Any, sources: list | None, opt_state: Any, data: Iterable,
                         axis: str | tuple[str, ...] | None = None) -> ShardedBatches:
     """What `train_(..., mesh=mesh)` does first: every model / optimiser array not yet on `mesh` is
     replicated there (arrays placed by `shard_` keep their placement), and the data is wrapped in

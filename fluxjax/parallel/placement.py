@@ -11,9 +11,9 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from .._slots import walk
+from ..core.region import commit
+from ..core.walk import walk
 from ..random import is_typed_key
-from ..state import commit
 from .mesh import _auto, _axes_size
 
 Rules = Mapping[str, P] | Callable[[str, jax.Array], P | None] | None
@@ -188,6 +188,6 @@ def _follow(opt_state: Any, model: Any, mesh: Mesh, only_new: bool = False) -> N
 
 
 def _slot(holder, field):
-    from .._slots import Slot
+    from ..core.walk import Slot
 
     return Slot(holder, field, not isinstance(holder, list))

@@ -2,7 +2,7 @@
 
 `gradient(f, args...)` differentiates with respect to every float array inside the arguments (layers
 included), by swapping JAX tracers into the live objects for the duration of the call (see
-`fluxjax.state`), and returns one entry per argument: arrays for arrays, `Tangent`s shaped like layers,
+`fluxjax.core.region`), and returns one entry per argument: arrays for arrays, `Tangent`s shaped like layers,
 `None` where Zygote gives `nothing` (no dependence on the loss, static fields, state, integer arrays).
 Implicit mode, `gradient(() -> loss, params(m))`, swaps the tracers into the slots that `Params` names
 and returns `Grads`.
@@ -17,7 +17,6 @@ from .adtypes import AutoEnzyme as AutoEnzyme
 from .adtypes import AutoFiniteDifferences as AutoFiniteDifferences
 from .adtypes import AutoMooncake as AutoMooncake
 from .adtypes import AutoZygote as AutoZygote
-from .api import WithGradient as WithGradient
 from .api import diaghessian as diaghessian
 from .api import gradient as gradient
 from .api import hessian as hessian
@@ -39,6 +38,6 @@ from .control import showgrad as showgrad
 from .implicit import Grads as Grads
 from .implicit import Params as Params
 from .implicit import params as params
-from .plan import _first as _first  # used by fluxjax.optimise.train
+from .plan import WithGradient as WithGradient
 from .rules import adjoint as adjoint
 from .tangent import Tangent as Tangent

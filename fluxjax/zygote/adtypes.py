@@ -14,9 +14,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._slots import _NUMBER, walk
-from ..state import run_in_region
-from .plan import _check_scalar, _differentiable, _first
+from ..core.region import run_in_region
+from ..core.walk import NUMBER_TYPES, walk
+from .plan import WithGradient, _check_scalar, _differentiable, first_output
 from .tangent import _rebuild
 
 
@@ -34,16 +34,6 @@ class ADType:
 
     def __hash__(self) -> int:
         return hash(type(self))
-
-    def gradient(self, f: Callable, args: tuple) -> Any:
-        from .api import gradient
-
-        return gradient(f, *args)
-
-    def withgradient(self, f: Callable, args: tuple) -> Any:
-        from .api import withgradient
-
-        return withgradient(f, *args)
 
 
 class AutoZygote(ADType):
@@ -71,8 +61,6 @@ class AutoFiniteDifferences(ADType):
         return _finite_differences(f, args, "gradient")[1]
 
     def withgradient(self, f: Callable, args: tuple) -> Any:
-        from .api import WithGradient
-
         return WithGradient(*_finite_differences(f, args, "withgradient"))
 
 
@@ -85,11 +73,11 @@ def _finite_differences(f: Callable, args: tuple, name: str) -> tuple[Any, Any]:
         return run_in_region(lambda: f(*box), [] if i is None else [(w.slots[i], x)])[0]
 
     full = run()
-    y = _first(full) if name == "withgradient" else full
+    y = first_output(full) if name == "withgradient" else full
     _check_scalar(y, name)
     by_leaf: list[Any] = [None] * len(w.leaves)
     for i in diff:
-        by_leaf[i] = _stencil(lambda x, i=i: float(_first(run(i, x))), w.leaves[i])
+        by_leaf[i] = _stencil(lambda x, i=i: float(first_output(run(i, x))), w.leaves[i])
     return full, _rebuild(box, by_leaf)
 
 
@@ -97,7 +85,7 @@ def _stencil(f: Callable[[Any], float], x: Any) -> jax.Array:
     """d f / d x for `f` of one array (or number) `x`, element by element, by the 5-point stencil. For
     complex `x = u + iv`, Zygote's convention: `∂f/∂u + i·∂f/∂v`."""
     kind = complex if isinstance(x, (complex, np.complexfloating)) else float
-    x0 = jnp.asarray(x, dtype=jnp.result_type(kind) if isinstance(x, _NUMBER) else None)
+    x0 = jnp.asarray(x, dtype=jnp.result_type(kind) if isinstance(x, NUMBER_TYPES) else None)
     cplx = jnp.iscomplexobj(x0)
     flat = np.asarray(x0, dtype=np.complex128 if cplx else np.float64).reshape(-1)
     eps = float(jnp.finfo(x0.dtype).eps)

@@ -4,15 +4,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .adtypes import ADType
+from .adtypes import ADType, AutoFiniteDifferences
 from .closure import _check_leaks, _snapshot
-from .plan import _grads, _plan, _used_inputs, _vjp, zygote_cotangents, zygote_seed
+from .plan import WithGradient, _grads, _plan, _used_inputs, _vjp, zygote_cotangents, zygote_seed
 
 
 def gradient(f: Callable, *args) -> Any:
@@ -28,8 +28,10 @@ def gradient(f: Callable, *args) -> Any:
     Flux's `gradient(f, adtype, args...)` works too: `AutoZygote()`, `AutoEnzyme()` and `AutoMooncake()`
     are JAX's reverse mode, as here; `AutoFiniteDifferences()` is central finite differences.
     """
-    if args and isinstance(args[0], ADType):
-        return args[0].gradient(f, args[1:])
+    if args and isinstance(args[0], ADType):  # AutoZygote(), AutoEnzyme(), ... are JAX's reverse mode, as here
+        if isinstance(args[0], AutoFiniteDifferences):
+            return args[0].gradient(f, args[1:])
+        args = args[1:]
     before = _snapshot(f)
     plan, y, back, _, commit = _vjp(f, args, "gradient", defer=True)
     out = _grads(plan, y, back)
@@ -38,17 +40,14 @@ def gradient(f: Callable, *args) -> Any:
     return out
 
 
-class WithGradient(NamedTuple):
-    val: Any
-    grad: Any
-
-
 def withgradient(f: Callable, *args) -> WithGradient:
     """`(val, grad)`; when `f` returns a tuple or dict, its first element is differentiated and the
     whole value is returned (Zygote's auxiliary outputs): `loss, (g,) = withgradient(...)`. An ADTypes
     backend may come first, as for `gradient`: `withgradient(f, AutoFiniteDifferences(), x)`."""
     if args and isinstance(args[0], ADType):
-        return args[0].withgradient(f, args[1:])
+        if isinstance(args[0], AutoFiniteDifferences):
+            return args[0].withgradient(f, args[1:])
+        args = args[1:]
     before = _snapshot(f)
     plan, y, back, full, commit = _vjp(f, args, "withgradient", first_only=True, defer=True)
     out = _grads(plan, y, back)

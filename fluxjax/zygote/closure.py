@@ -7,7 +7,7 @@ import types
 
 import jax
 
-from .._slots import Slot, code_names
+from ..core.walk import Slot, code_names
 
 
 def _snapshot(f) -> dict:

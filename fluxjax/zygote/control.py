@@ -10,9 +10,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._slots import walk
-from ..functors import is_array
-from ..state import commit, run_in_region, within_gradient, written
+from ..core.layer import is_array
+from ..core.region import commit, run_in_region, within_gradient, written
+from ..core.walk import walk
 
 
 def dropgrad(x: Any) -> Any:

@@ -7,9 +7,9 @@ from collections.abc import Callable
 
 import jax.numpy as jnp
 
-from .._slots import PARAM, Slot, walk
-from ..functors import is_array, is_float_array, is_layer
-from ..state import commit
+from ..core.layer import is_array, is_float_array, is_layer
+from ..core.region import commit
+from ..core.walk import PARAM, Slot, walk
 from .closure import _referenced
 
 

@@ -4,16 +4,16 @@ the fallback for Python ints used as sizes) and maps the cotangents back to grad
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._slots import _NUMBER, PARAM, Slot, walk
-from ..functors import is_float_array, is_layer
-from ..state import commit, run_in_region
-from ..state import written as _written
+from ..core.layer import is_float_array, is_layer
+from ..core.region import commit, run_in_region
+from ..core.region import written as _written
+from ..core.walk import NUMBER_TYPES, PARAM, Slot, walk
 from .implicit import Grads, Params
 from .tangent import _rebuild
 
@@ -41,7 +41,7 @@ def _make_fx(call, slot_groups, written):
 
 
 def _as_primal(v):
-    if isinstance(v, _NUMBER) and not isinstance(v, (bool, np.bool_)):
+    if isinstance(v, NUMBER_TYPES) and not isinstance(v, (bool, np.bool_)):
         kind = complex if isinstance(v, (complex, np.complexfloating)) else float
         return jnp.asarray(v, dtype=jnp.result_type(kind))
     return v
@@ -74,7 +74,7 @@ def _differentiable(w) -> list[int]:
     return [
         i
         for i, (v, r) in enumerate(zip(w.leaves, w.roles))
-        if r == PARAM and (is_float_array(v) or (isinstance(v, _NUMBER) and not isinstance(v, (bool, np.bool_))))
+        if r == PARAM and (is_float_array(v) or (isinstance(v, NUMBER_TYPES) and not isinstance(v, (bool, np.bool_))))
     ]
 
 
@@ -160,7 +160,7 @@ def _run_vjp(plan: _Plan, first_only):
 
         def fx(*xs):
             full, vals = plan.fx(*xs)
-            return _first(full), (full, vals)
+            return first_output(full), (full, vals)
 
     y, back, aux = jax.vjp(fx, *plan.primals, has_aux=True)
     if first_only:
@@ -220,7 +220,15 @@ def _grads(plan: _Plan, y, back, seed=None):
     return plan.finish([c if u else None for c, u in zip(cts, used)])
 
 
-def _first(y):
+class WithGradient(NamedTuple):
+    """`withgradient`'s result: `val` (the function's whole value) and `grad` (one gradient per argument)."""
+
+    val: Any
+    grad: Any
+
+
+def first_output(y):
+    """The differentiated part of a function's value: the first element of a tuple, list or dict."""
     if isinstance(y, dict):
         return next(iter(y.values()))
     if isinstance(y, (tuple, list)):

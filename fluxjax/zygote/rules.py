@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..functors import _LAYER_TYPES, is_array
+from ..core.layer import LAYER_TYPES, is_array
 from .tangent import Tangent, _short
 
 
@@ -135,7 +135,7 @@ def _ct_field(g, field, where, name):
         return g.get(field)
     if isinstance(g, tuple) and hasattr(g, "_fields"):
         return getattr(g, field, None)
-    if type(g) in _LAYER_TYPES:
+    if type(g) in LAYER_TYPES:
         return g.__dict__.get(field)
     raise ValueError(
         f"adjoint {name}: back returned {_short(g)} as the gradient of {where}; a layer's gradient "
@@ -150,7 +150,7 @@ def _ct_names(g):
         return set(g)
     if isinstance(g, tuple) and hasattr(g, "_fields"):
         return set(g._fields)
-    if type(g) in _LAYER_TYPES:
+    if type(g) in LAYER_TYPES:
         return set(g.__dict__)
     return set()
 
@@ -165,8 +165,8 @@ def _cotangent_like(g, a, where, name):
     if g is None or (isinstance(g, (int, float)) and not isinstance(g, bool) and g == 0):
         return jax.tree_util.tree_map(lambda v: _zero_ct(v) if _dynamic_leaf(v) else v, a)
     t = type(a)
-    if t in _LAYER_TYPES:
-        if type(g) in _LAYER_TYPES and type(g) is not t:
+    if t in LAYER_TYPES:
+        if type(g) in LAYER_TYPES and type(g) is not t:
             raise ValueError(
                 f"adjoint {name}: back returned a {type(g).__name__} as the gradient of {where}, a {t.__name__}"
             )

@@ -10,8 +10,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._slots import _NUMBER, _OPAQUE, SAFE_NODES, is_visited
-from ..functors import _LAYER_TYPES, bump, is_array
+from ..core.layer import LAYER_TYPES, bump, is_array
+from ..core.walk import NUMBER_TYPES, OPAQUE_TYPES, SAFE_NODES, is_visited
 
 
 class Tangent:
@@ -85,7 +85,7 @@ def _rebuild(box: list, grads_by_leaf: list) -> tuple:
 
     def build(v, numbers):
         t = type(v)
-        if t in _LAYER_TYPES:
+        if t in LAYER_TYPES:
             if id(v) in memo:
                 return memo[id(v)]
             fields: dict[str, Any] = {}
@@ -95,7 +95,7 @@ def _rebuild(box: list, grads_by_leaf: list) -> tuple:
             if all(g is None for g in fields.values()):  # no gradient reached it: Zygote's `nothing`
                 memo[id(v)] = tan = None
             return tan
-        if isinstance(v, (jax.Array, np.ndarray)) or (numbers and isinstance(v, _NUMBER)):
+        if isinstance(v, (jax.Array, np.ndarray)) or (numbers and isinstance(v, NUMBER_TYPES)):
             return next(it)
         if v is None:
             return None
@@ -110,9 +110,9 @@ def _rebuild(box: list, grads_by_leaf: list) -> tuple:
             if all(g is None for g in items):
                 return None
             return t(*items) if hasattr(v, "_fields") else tuple(items)
-        if isinstance(v, _NUMBER) or isinstance(v, _OPAQUE):
+        if isinstance(v, NUMBER_TYPES) or isinstance(v, OPAQUE_TYPES):
             return None
-        sub, treedef = jax.tree_util.tree_flatten(v, is_leaf=lambda z: type(z) in _LAYER_TYPES)
+        sub, treedef = jax.tree_util.tree_flatten(v, is_leaf=lambda z: type(z) in LAYER_TYPES)
         if treedef.num_leaves == 1 and treedef.num_nodes == 1 and sub and sub[0] is v:
             return None
         return treedef.unflatten([build(e, numbers) for e in sub])

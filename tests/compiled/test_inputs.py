@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import fluxjax as Flux
+from fluxjax.core.region import rebind
 from fluxjax.losses import mse
-from fluxjax.state import rebind
 
 _first = Flux.jit(lambda m, xs: m(xs[0]))
 _by_key = Flux.jit(lambda m, d: m(d["x"]) * d["scale"])

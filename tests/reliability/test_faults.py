@@ -19,7 +19,7 @@ from jax.experimental import io_callback
 
 import fluxjax
 from fluxjax import losses as L
-from fluxjax.state import _stack
+from fluxjax.core.region import current_region
 
 pytestmark = pytest.mark.reliability
 
@@ -63,7 +63,7 @@ def _grad_leaves(g):
 def _assert_clean(m, active=None):
     """No region left open, and every layer's mode as it should be: automatic (None), or True after
     `train_`, which calls `trainmode_` first as Flux's `train!`."""
-    assert not _stack(), "a transformed region was left open"
+    assert current_region() is None, "a transformed region was left open"
     assert all(lay.active is active for lay in F.modules(m) if "active" in getattr(lay, "__dict__", {}))
 
 

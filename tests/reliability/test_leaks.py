@@ -26,8 +26,8 @@ import pytest
 
 import fluxjax
 from fluxjax import losses as L
+from fluxjax.core.region import current_region
 from fluxjax.optimise import train as train_module
-from fluxjax.state import _stack
 
 pytestmark = pytest.mark.reliability
 
@@ -101,7 +101,7 @@ def _check(fig, what, allowed_objects=0, allowed_mb=0.0):
     # (a delta: JAX 0.10 itself keeps every jax.jit trace that raised, tracers included, so other tests'
     # failing traces may still be alive)
     assert fig["tracers"] == 0, f"{what}: {fig['tracers']} more tracers alive"
-    assert not _stack()
+    assert current_region() is None
 
 
 def _tiny():

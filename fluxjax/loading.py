@@ -15,11 +15,11 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from ._slots import Slot
+from .core.layer import is_array, is_layer
+from .core.region import commit, current_region
+from .core.walk import Slot
 from .errors import DimensionMismatch
-from .functors import is_array, is_layer
 from .random import is_typed_key
-from .state import _stack, commit
 from .zygote import Tangent
 
 __all__ = ["CheckpointError", "StructureMismatch", "state", "loadmodel_", "array_paths"]
@@ -173,7 +173,7 @@ class _Plan:
 
     def commit(self) -> None:
         self._reshare()
-        if not _stack():
+        if current_region() is None:
             for v, path, _ in self.values.values():
                 if isinstance(v, jax.core.Tracer):
                     raise RuntimeError(f"loadmodel_: {show_path(path)}: a traced value can only be loaded inside "

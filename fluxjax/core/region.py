@@ -1,5 +1,4 @@
-"""The state thread: regions, train/test mode and the pure `functional` view (`fluxjax.jit` is in
-`fluxjax.compiled`).
+"""The state thread: regions, `rebind`/`commit`, Flux's automatic mode, and the one region runner.
 
 Arrays are never mutated; what looks like mutation in Flux (BatchNorm's running statistics, Dropout's
 key, `update_`) is rebinding an attribute. Every rebinding goes through `rebind`. Outside any
@@ -17,12 +16,12 @@ from typing import Any
 
 import jax
 
-from ._sharing import select, sharing
-from ._slots import PARAM, STATE, Slot, walk
-from .functors import all_layers, bump, is_float_array
-from .functors import use_state_thread as functors_use_state_thread
-from .mode_warning import under_plain_trace, warn_plain_trace
-from .random import use_state_thread
+from ..mode_warning import under_plain_trace, warn_plain_trace
+from ..random import use_state_thread as random_use_state_thread
+from .layer import bump
+from .layer import use_state_thread as layer_use_state_thread
+from .sharing import select, sharing
+from .walk import Slot
 
 _tls = threading.local()
 
@@ -189,28 +188,6 @@ def layer_key(layer: Any, field: str = "rng"):
     return sub
 
 
-def _set_mode(m: Any, mode) -> Any:
-    for lay in all_layers(m):
-        if "active" in lay.__dict__:
-            lay.__dict__["active"] = mode
-    bump()
-    return m
-
-
-def trainmode_(m: Any, mode: bool | str = True) -> Any:
-    """Put every Dropout/BatchNorm/... in `m` in train mode (Flux's `trainmode!`)."""
-    return testmode_(m, "auto" if mode == "auto" else not mode)
-
-
-def testmode_(m: Any, mode: bool | str | None = True) -> Any:
-    """Test mode (`True`), train mode (`False`) or automatic (`"auto"`/`None`), recursively."""
-    if mode == "auto" or mode is None:
-        return _set_mode(m, None)
-    if not isinstance(mode, bool):
-        raise ValueError(f"testmode_: mode must be True, False or 'auto', got {mode!r}")
-    return _set_mode(m, not mode)
-
-
 def guard_writes(keep) -> None:
     """In the innermost region, make every write so far conditional: where `keep` is False the
     slots get their original values back (used by `train_` to skip a non-finite step inside jit)."""
@@ -220,37 +197,5 @@ def guard_writes(keep) -> None:
             slot.set(select(keep, slot.get(), region.before[ident]))
 
 
-# ----------------------------------------------------------------------------------------------
-# The pure view
-
-
-def functional(model: Any) -> tuple[dict, dict, Callable]:
-    """`params, state, apply = functional(model)`: the model as pure data and a pure function.
-
-    `params` holds the trainable float arrays and `state` the state arrays (running statistics, RNG
-    keys), both as flat dicts keyed by path (`"layers[0].weight"`). `apply(params, state, *inputs,
-    train=None, rng=None) -> (output, new_state)` is pure: use it under `jax.jit`, `jax.vmap`,
-    `jax.grad`, `jax.lax.scan`, with optax and orbax. `train=True/False` forces the mode of every
-    layer (None keeps each layer's own `active` setting, automatic meaning test mode); `rng` (a key)
-    feeds Dropout instead of the layers' own keys. `model` itself is never changed by `apply`.
-    """
-    w = walk([model], paths=True)
-    names = [p[2:] if p.startswith("0.") else p[1:] for p in w.paths]
-    p_idx = [i for i, r in enumerate(w.roles) if r == PARAM and is_float_array(w.leaves[i])]
-    s_idx = [i for i, r in enumerate(w.roles) if r == STATE]
-    params = {names[i]: w.leaves[i] for i in p_idx}
-    state = {names[i]: w.leaves[i] for i in s_idx}
-    slots = w.slots
-
-    def apply(params: dict, state: dict, *inputs, train: bool | None = None, rng=None):
-        swaps = [(slots[i], params[names[i]]) for i in p_idx] + [(slots[i], state[names[i]]) for i in s_idx]
-        if train is not None:  # every layer follows the region's mode
-            swaps += [(Slot(lay, "active", True), None) for lay in all_layers(model) if "active" in lay.__dict__]
-        return run_in_region(lambda: model(*inputs), swaps, lambda r: {names[i]: slots[i].get() for i in s_idx},
-                             train=train, rng=rng)
-
-    return params, state, apply
-
-
-use_state_thread(current_region, rebind)
-functors_use_state_thread(current_region, set_traced_attribute)
+random_use_state_thread(current_region, rebind)
+layer_use_state_thread(current_region, set_traced_attribute)

@@ -18,12 +18,11 @@ from typing import Any
 import jax
 import numpy as np
 
-from .functors import _LAYER_TYPES, _version
-from .random import DefaultRNG
+from ..random import DefaultRNG
+from .layer import LAYER_TYPES, bump
 
-_NUMBER = (int, float, complex, np.number, np.bool_)
-NUMBER_TYPES = _NUMBER  # Python and NumPy numbers: leaves where numbers are walked
-_OPAQUE = (types.FunctionType, types.BuiltinFunctionType, str, type, functools.partial)
+NUMBER_TYPES = (int, float, complex, np.number, np.bool_)  # Python and NumPy numbers: leaves where numbers are walked
+OPAQUE_TYPES = (types.FunctionType, types.BuiltinFunctionType, str, type, functools.partial)
 _ARRAY = (jax.Array, np.ndarray)
 ARRAY_TYPES = _ARRAY
 
@@ -31,13 +30,13 @@ ARRAY_TYPES = _ARRAY
 # `__setattr__` calls that `bump()` the structure version; `fluxjax.jit` may then reuse a walk.
 SAFE_NODES: set[type] = set()
 
-_LAYER_TYPES.add(DefaultRNG)  # walked as a layer whose one state field is the global key
+LAYER_TYPES.add(DefaultRNG)  # walked as a layer whose one state field is the global key
 
 
 def is_visited(v) -> bool:
     """Whether a layer field is walked (arrays, layers, containers) rather than static configuration."""
     t = type(v)
-    return t in _LAYER_TYPES or t is list or t is dict or isinstance(v, (jax.Array, np.ndarray, tuple))
+    return t in LAYER_TYPES or t is list or t is dict or isinstance(v, (jax.Array, np.ndarray, tuple))
 
 # Leaf roles, as seen by `gradient`.
 PARAM, STATE, OTHER = 0, 1, 2
@@ -64,7 +63,7 @@ class Slot:
 
     def set_base(self, value):
         if not isinstance(value, _ARRAY):
-            _version[0] += 1
+            bump()
         self._set_base(value)
 
     def _set_base(self, value):
@@ -89,7 +88,7 @@ class Slot:
         # Rebuilding the tuples along `path` keeps every other object below the slot, so the
         # structure is unchanged unless an opaque pytree node on the way is rebuilt by unflattening.
         if any(isinstance(p, tuple) for p in self.path) or not isinstance(value, _ARRAY):
-            _version[0] += 1
+            bump()
         self._set_base(_replace(self.get_base(), self.path, value))
 
 
@@ -181,12 +180,12 @@ def walk(root: list, paths: bool = False, functions: bool = False) -> Walk:
         # const: reached through what a function reads, outside any layer; arrays there are constants
         # of the program (as under jax.jit: concrete at trace time), keyed by identity or contents
         t = type(v)
-        if t in _LAYER_TYPES:
+        if t in LAYER_TYPES:
             visit_layer(v)
         elif const and (isinstance(v, _ARRAY) or (t in (list, dict, tuple) and not _holds_layer(v))):
             sig.append(("static", static_key(v, w.watch)))
         elif (isinstance(v, jax.Array) or (t is np.ndarray and v.dtype.kind not in "OUSV")
-              or (numbers and isinstance(v, _NUMBER))):
+              or (numbers and isinstance(v, NUMBER_TYPES))):
             leaves.append(v)
             slots.append(Slot(owner, key, attr, path))
             roles.append(role)
@@ -217,7 +216,7 @@ def walk(root: list, paths: bool = False, functions: bool = False) -> Walk:
                 visit(owner, key, attr, path + (i,), e, role, numbers, const)
                 if names is not None:
                     ps.pop()
-        elif not numbers and isinstance(v, _NUMBER):
+        elif not numbers and isinstance(v, NUMBER_TYPES):
             sig.append(("static", type(v), v))
         elif functions and t is types.FunctionType and not is_library(v):
             visit_function(v)
@@ -229,10 +228,10 @@ def walk(root: list, paths: bool = False, functions: bool = False) -> Walk:
             sig.append((functools.partial, len(v.args), tuple(v.keywords)))
             for e in (v.func, *v.args, *v.keywords.values()):
                 visit_static_or_walked(e)
-        elif isinstance(v, _OPAQUE) or isinstance(v, _IMMUTABLE):
+        elif isinstance(v, OPAQUE_TYPES) or isinstance(v, _IMMUTABLE):
             sig.append(("static", static_key(v, w.watch)))
         else:
-            sub, treedef = jax.tree_util.tree_flatten(v, is_leaf=lambda z: type(z) in _LAYER_TYPES)
+            sub, treedef = jax.tree_util.tree_flatten(v, is_leaf=lambda z: type(z) in LAYER_TYPES)
             if treedef.num_nodes == 1 and treedef.num_leaves == 1 and sub and sub[0] is v:
                 sig.append(("static", static_key(v, w.watch)))  # an opaque non-pytree object: static
                 return
@@ -249,7 +248,7 @@ def walk(root: list, paths: bool = False, functions: bool = False) -> Walk:
     def visit_static_or_walked(v):
         """Something held where no slot can rebind it (a `functools.partial`'s arguments, a bound method's
         object): layers and functions are walked, arrays and the rest are keyed as they are."""
-        if type(v) in _LAYER_TYPES or type(v) in (types.FunctionType, types.MethodType, functools.partial):
+        if type(v) in LAYER_TYPES or type(v) in (types.FunctionType, types.MethodType, functools.partial):
             visit(None, None, None, (), v, OTHER, False)
         else:
             sig.append(("static", static_key(v, w.watch)))
@@ -321,7 +320,7 @@ def walk(root: list, paths: bool = False, functions: bool = False) -> Walk:
 
 
 def _holds_layer(v) -> bool:
-    if type(v) in _LAYER_TYPES:
+    if type(v) in LAYER_TYPES:
         return True
     if type(v) in (list, tuple, dict):
         return any(_holds_layer(e) for e in (v.values() if type(v) is dict else v))

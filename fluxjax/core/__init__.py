@@ -1,0 +1,19 @@
+"""The core every other part of fluxjax builds on, importing nothing above it.
+
+- `layer.py`: `@layer`, the pytree registration of layer classes, the structure version.
+- `walk.py`: the walk over live arguments: each array's `Slot`, role, path and tie identity, and a
+  signature of everything static.
+- `region.py`: the state thread: `Region`, `rebind`, `commit`, `is_active`, `current_region`, and the
+  one region runner `run_in_region`.
+- `sharing.py`: which arrays share a buffer (ties) across a traced region.
+- `lazy.py`: `autosize`'s placeholder `_` and the layer call that waits for it.
+
+A stateful layer of your own rebinds its state through `rebind(self, "field", value)` and asks
+`is_active(self)` for Flux's train/test decision, as the built-in BatchNorm and Dropout do.
+"""
+
+from .layer import is_layer, layer
+from .region import commit, current_region, is_active, rebind, run_in_region
+from .walk import Slot, walk
+
+__all__ = ["Slot", "commit", "current_region", "is_active", "is_layer", "layer", "rebind", "run_in_region", "walk"]

@@ -1,0 +1,39 @@
+"""The pure view of a model: `params, state, apply = functional(model)`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from .core.layer import is_float_array
+from .core.region import run_in_region
+from .core.walk import PARAM, STATE, Slot, walk
+from .functors import all_layers
+
+
+def functional(model: Any) -> tuple[dict, dict, Callable]:
+    """`params, state, apply = functional(model)`: the model as pure data and a pure function.
+
+    `params` holds the trainable float arrays and `state` the state arrays (running statistics, RNG
+    keys), both as flat dicts keyed by path (`"layers[0].weight"`). `apply(params, state, *inputs,
+    train=None, rng=None) -> (output, new_state)` is pure: use it under `jax.jit`, `jax.vmap`,
+    `jax.grad`, `jax.lax.scan`, with optax and orbax. `train=True/False` forces the mode of every
+    layer (None keeps each layer's own `active` setting, automatic meaning test mode); `rng` (a key)
+    feeds Dropout instead of the layers' own keys. `model` itself is never changed by `apply`.
+    """
+    w = walk([model], paths=True)
+    names = [p[2:] if p.startswith("0.") else p[1:] for p in w.paths]
+    p_idx = [i for i, r in enumerate(w.roles) if r == PARAM and is_float_array(w.leaves[i])]
+    s_idx = [i for i, r in enumerate(w.roles) if r == STATE]
+    params = {names[i]: w.leaves[i] for i in p_idx}
+    state = {names[i]: w.leaves[i] for i in s_idx}
+    slots = w.slots
+
+    def apply(params: dict, state: dict, *inputs, train: bool | None = None, rng=None):
+        swaps = [(slots[i], params[names[i]]) for i in p_idx] + [(slots[i], state[names[i]]) for i in s_idx]
+        if train is not None:  # every layer follows the region's mode
+            swaps += [(Slot(lay, "active", True), None) for lay in all_layers(model) if "active" in lay.__dict__]
+        return run_in_region(lambda: model(*inputs), swaps, lambda r: {names[i]: slots[i].get() for i in s_idx},
+                             train=train, rng=rng)
+
+    return params, state, apply
