@@ -28,7 +28,7 @@ from ..core.region import TRACER_ERROR, commit, current_region, mode_context, ru
 from ..core.walk import Slot, Walk, set_many, static_key, walk
 from ..random import default_key, default_rng
 from .options import with_defaults
-from .plan import Plan
+from .plan import Plan, refresh_reads
 
 MAX_PROGRAMS = 32  # compiled programs one `fluxjax.jit` function keeps (least recently used dropped)
 _MANY = object()  # an entry whose programs (one per input shapes) return differently structured outputs
@@ -46,7 +46,9 @@ class Entry:
         self._pure, self._jit_kwargs = pure, jit_kwargs
         self.top = jax.jit(pure, **with_defaults(jit_kwargs))
         self._nested = None
-        self.extra_slots: list[Slot] = []  # objects the function rebinds that are not among its inputs
+        # what the function rebinds that is not among its inputs: a slot of a layer of the walk as
+        # (layer's index, key, attr, path), resolved in each call's walk; any other as its `Slot`
+        self.extra_slots: list[Slot | tuple] = []
         self.extra_index: dict[tuple, int] = {}
         self.out_trees: dict[tuple, Any] = {}  # input avals -> output structure
         self.out_tree: Any = None  # the one output structure, or _MANY
@@ -70,6 +72,14 @@ class Entry:
         self.traces += 1
         self.out_trees[_avals(leaves)] = tree
         self.out_tree = tree if self.out_tree is None or (self.out_tree is not _MANY and self.out_tree == tree) else _MANY
+
+    def extra_slot(self, k: int, w: Any) -> Slot:
+        """Where the program's `k`-th extra output goes in the call whose walk is `w`."""
+        s = self.extra_slots[k]
+        if type(s) is tuple:
+            i, key, attr, path = s
+            return Slot(w.layer_list[i], key, attr, path)
+        return s
 
     def call(self, leaves: list, top: bool = True) -> tuple[list, dict, dict, Any]:
         """Run the program on its inputs (`top`: no trace is under way): `(output leaves, changed,
@@ -275,6 +285,9 @@ class Jitted:
             entry.current = None
         if not top and region is None:
             _no_tracers(changed, extra)
+        traced = entry.traces != traces
+        if traced:  # before the writes land
+            refresh_reads(w)
         version = structure_version()  # before the writes: one that changes the structure voids the plan
         if plan is not None:
             plan.store(changed, None if region is None else commit)
@@ -285,12 +298,12 @@ class Jitted:
         else:
             set_many(w.slots, [(i, v) for where, v in changed.items() for i in where])
         for k, v in extra.items():
-            commit(entry.extra_slots[k], v)
+            commit(entry.extra_slot(k, w), v)
         if plan is None and not kwargs and not statics[0] and w.reusable:
             plan = self._plan = Plan(box, w, entry, len(args), mode, version)
         if plan is not None:
-            if entry.traces != traces:  # what the trace's own Python code changed is not a change
-                plan.refresh()
+            if traced:  # what the trace's own Python code changed is not a change (`refresh_reads` above)
+                plan.recheck()
             plan.release()
         return jax.tree_util.tree_unflatten(tree, out_leaves)
 
@@ -354,7 +367,8 @@ class Jitted:
                     k = entry.extra_index.get(ident)
                     if k is None:
                         k = entry.extra_index[ident] = len(entry.extra_slots)
-                        entry.extra_slots.append(slot)
+                        li = w.layers.get(id(slot.owner))
+                        entry.extra_slots.append(slot if li is None else (li, slot.key, slot.attr, slot.path))
                     extra[k] = slot.get()
                 return changed, extra
 

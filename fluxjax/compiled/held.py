@@ -67,8 +67,11 @@ class HeldSteps:
     def _hold(self, rest: tuple) -> None:
         """After a call through `jitted`, take over its inputs if the next calls can skip the models."""
         plan, n, args = self.jitted._plan, len(self.fixed), (*self.fixed, *rest)
-        if plan is None or current_region() is not None or plan.entry.effects or not plan.matches(args, mode_context()):
-            return  # (a plan that does not match is an earlier call's: this one's walk is not reusable)
+        if (plan is None or current_region() is not None or plan.entry.effects or plan.entry.extra_slots
+                or not plan.matches(args, mode_context())):
+            # (a plan that does not match is an earlier call's: this one's walk is not reusable; a program
+            # that writes beside its inputs may change what the walk keys as static)
+            return
         place = plan.placer(n)
         if place is None:
             return
@@ -103,7 +106,7 @@ class HeldSteps:
             self._close()
             plan.store(changed)
         for k, v in extra.items():
-            commit(entry.extra_slots[k], v)
+            commit(entry.extra_slot(k, plan.walk), v)
         return jax.tree_util.tree_unflatten(tree, out_leaves)
 
     def _learn(self, changed: dict) -> bool:

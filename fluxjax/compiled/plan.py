@@ -59,6 +59,15 @@ def _is_data(v: Any) -> bool:
     return isinstance(v, ARRAY_TYPES) or isinstance(v, NUMBER_TYPES)
 
 
+def refresh_reads(w) -> None:
+    """Take what the walked functions read as it is now, after a trace whose Python code changed it
+    (side effects that run while tracing, as under `jax.jit`, are not changes made by the caller). Only
+    right after the call: what the program writes afterwards is a change the next call must see (a
+    statistic of a layer the program holds as a constant)."""
+    w.watched = [(slot, slot.get_base()) for slot, _ in w.watched]
+    w.watch = [(o, static_key(o)) for o, _ in w.watch]
+
+
 class Plan:
     """The reusable part of one walk of `box = [*args, {}]` (see the module docstring)."""
 
@@ -119,11 +128,13 @@ class Plan:
                 self.box[i] = None
 
     def refresh(self) -> None:
-        """Take what the walked functions read as it is now (after a trace whose Python code changed it:
-        side effects that run while tracing, as under `jax.jit`, are not changes made by the caller)."""
-        w = self.walk
-        w.watched = [(slot, slot.get_base()) for slot, _ in w.watched]
-        w.watch = [(o, static_key(o)) for o, _ in w.watch]
+        """`refresh_reads` of the plan's walk, then check against what it reads now. Call it right after
+        a call that traced, before that call's writes land."""
+        refresh_reads(self.walk)
+        self._check = self._checker()
+
+    def recheck(self) -> None:
+        """Check against the walk's reads as they are now (after `refresh_reads` of the walk)."""
         self._check = self._checker()
 
     def matches(self, args: tuple, mode: bool) -> bool:

@@ -190,11 +190,13 @@ def layer_key(layer: Any, field: str = "rng"):
 
 def guard_writes(keep) -> None:
     """In the innermost region, make every write so far conditional: where `keep` is False the
-    slots get their original values back (used by `train_` to skip a non-finite step inside jit)."""
+    slots get their original values back (used by `train_` to skip a non-finite step inside jit). An
+    attribute the region added cannot be absent on a condition: it keeps its new value."""
     region = _stack()[-1]
     with sharing():  # values the slots shared stay shared
         for ident, slot in region.written.items():
-            slot.set(select(keep, slot.get(), region.before[ident]))
+            if region.before[ident] is not ABSENT:
+                slot.set(select(keep, slot.get(), region.before[ident]))
 
 
 random_use_state_thread(current_region, rebind)

@@ -53,4 +53,18 @@ def once(fn: Callable, *args: Any) -> Any:
 def select(pred: Any, on_true: Any, on_false: Any) -> Any:
     """`where(pred, on_true, on_false)` leaf by leaf over two trees of one structure; a leaf that is the
     same in both stays itself, and leaves that were shared stay shared (within a `sharing()` scope)."""
-    return jax.tree_util.tree_map(lambda a, b: a if a is b else once(jax.numpy.where, pred, a, b), on_true, on_false)
+    out = jax.tree_util.tree_map(lambda a, b: a if a is b else once(jax.numpy.where, pred, a, b), on_true, on_false)
+    return _in_order_of(on_true, out)
+
+
+def _in_order_of(template: Any, tree: Any) -> Any:
+    """`tree` with every dict in the key order of `template`'s (jax rebuilds dicts with sorted keys, which
+    would change the structure a compiled program is keyed on, and a rule's state as Python sees it)."""
+    if type(template) is dict and type(tree) is dict:
+        return {k: _in_order_of(template[k], tree[k]) for k in template}
+    if isinstance(template, (tuple, list)) and type(tree) is type(template) and len(tree) == len(template):
+        items = [_in_order_of(a, b) for a, b in zip(template, tree)]
+        if all(a is b for a, b in zip(items, tree)):
+            return tree
+        return type(tree)(*items) if hasattr(tree, "_fields") else type(tree)(items)
+    return tree

@@ -145,14 +145,15 @@ def _replace(base, path, value):
 class Walk:
     """Result of `walk`: `leaves`, their `slots`, `roles` (PARAM/STATE/OTHER) and `signature`."""
 
-    __slots__ = ("leaves", "slots", "roles", "signature", "layers", "paths", "containers", "reusable", "starts",
+    __slots__ = ("leaves", "slots", "roles", "signature", "layers", "layer_list", "paths", "containers", "reusable", "starts",
                  "watched", "watch")
 
     def __init__(self, paths):
         self.leaves: list[Any] = []
         self.slots: list[Slot] = []
         self.roles: list[int] = []
-        self.layers: dict[int, int] = {}
+        self.layers: dict[int, int] = {}  # id of each layer walked -> its index in `layer_list`
+        self.layer_list: list[Any] = []
         self.paths: list[str] | None = [] if paths else None
         self.containers: list[list | dict] = []  # every list and dict visited, for `fluxjax.jit`'s reuse check
         self.reusable = True  # False when an unknown pytree node was visited (it may change unseen)
@@ -175,6 +176,7 @@ def walk(root: list, paths: bool = False, functions: bool = False) -> Walk:
     sig: list[Any] = []
     ps: list[str] = []  # path components, maintained only when paths=True
     fns: dict[int, int] = {}
+    plains: dict[int, int] = {}  # plain objects walked (see visit_plain), for ties
 
     def visit(owner, key, attr, path, v, role, numbers=True, const=False):
         # const: reached through what a function reads, outside any layer; arrays there are constants
@@ -230,6 +232,8 @@ def walk(root: list, paths: bool = False, functions: bool = False) -> Walk:
                 visit_static_or_walked(e)
         elif isinstance(v, OPAQUE_TYPES) or isinstance(v, _IMMUTABLE):
             sig.append(("static", static_key(v, w.watch)))
+        elif functions and _plain_holding_layer(v):
+            visit_plain(v)
         else:
             sub, treedef = jax.tree_util.tree_flatten(v, is_leaf=lambda z: type(z) in LAYER_TYPES)
             if treedef.num_nodes == 1 and treedef.num_leaves == 1 and sub and sub[0] is v:
@@ -282,12 +286,35 @@ def walk(root: list, paths: bool = False, functions: bool = False) -> Walk:
         if names is not None:
             ps.pop()
 
+    def visit_plain(obj):
+        """A plain object (no `@layer`) that a function reads and that holds layers (a trainer's
+        `.model`, a namespace of layers): its layers are inputs, its other fields are keyed as they
+        are. Its fields change without bumping the structure version, so the walk is not reused."""
+        oid = id(obj)
+        if oid in plains:
+            sig.append(("tied", "plain", plains[oid]))
+            return
+        plains[oid] = len(plains)
+        w.reusable = False
+        sig.append(("plain", type(obj)))
+        for name, e in obj.__dict__.items():
+            if not _holds_layer(e):
+                sig.append((name, static_key(e, w.watch)))
+                continue
+            sig.append(name)
+            if names is not None:
+                ps.append("." + name)
+            visit(obj, name, True, (), e, OTHER, False, True)
+            if names is not None:
+                ps.pop()
+
     def visit_layer(obj):
         oid = id(obj)
         if oid in layers:
             sig.append(("tied", layers[oid]))
             return
         layers[oid] = len(layers)
+        w.layer_list.append(obj)
         t = type(obj)
         sig.append(t)
         st = t.__fluxjax_state__
@@ -317,6 +344,15 @@ def walk(root: list, paths: bool = False, functions: bool = False) -> Walk:
             ps.pop()
     w.signature = tuple(sig)
     return w
+
+
+def _plain_holding_layer(v) -> bool:
+    """A plain object (an instance `__dict__`; fluxjax's own classes and classes keyed by
+    `__fluxjax_key__` excepted) with a layer among its fields: a `types.SimpleNamespace`, a trainer."""
+    d = getattr(v, "__dict__", None)
+    t = type(v)
+    return (type(d) is dict and not isinstance(v, (type, types.ModuleType)) and not hasattr(t, "__fluxjax_key__")
+            and t.__module__.partition(".")[0] != "fluxjax" and any(_holds_layer(e) for e in d.values()))
 
 
 def _holds_layer(v) -> bool:

@@ -11,15 +11,18 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 from jax.sharding import NamedSharding, PartitionSpec, SingleDeviceSharding
 
 from ..compiled.call import jit as _jit
 from ..compiled.held import HeldSteps
+from ..compiled.scan import NotFusable, scan_steps
 from ..core.region import commit, guard_writes, run_in_region, written
 from ..data import DataLoader
 from ..modes import trainmode_
 from ..parallel.batches import ShardedBatches, place_for_training
+from ..random import default_key, default_rng
 from ..zygote import Params, withgradient
 from ..zygote.adtypes import ADType
 from ..zygote.plan import first_output
@@ -98,6 +101,19 @@ def _compiled(loss, model, sources, opt, d, ok):
     return first_output(val), ok
 
 
+@_jit
+def _compiled_chunk(loss, model, opt, ds, ok):
+    """`len(ds)` steps of `_compiled` in one program: `ds` holds the batches stacked along a new leading
+    axis (stacked before the call: a list of batches as input costs more in the walk than the stack).
+    Returns `(losses, ok)`, the loss of every step (before its update) and `ok` after the last."""
+
+    def step(d, ok):
+        val, _, ok = _guarded_step(loss, model, opt, d, ok)
+        return first_output(val), ok
+
+    return scan_steps(step, [loss, model, opt, default_rng], ds, ok)
+
+
 def trainstep_(loss: Callable, model: Any, batch: Any, opt_state: Any, *rest: Any, jit: bool = True) -> Any:
     """Flux's `trainstep!`: one optimiser step on one `batch`, in place; returns what `loss` returned.
     `trainstep_(loss, adtype, model, batch, opt_state)` takes Flux's backend choice (see `train_`).
@@ -145,7 +161,7 @@ _compiled_step_grad = _jit(lambda loss, model, opt, d: _guarded_step(loss, model
 
 
 def train_(loss: Callable, model: Any, data: Iterable, opt_state: Any, *rest: Any, jit: bool = True,
-           progress: bool | None = None, mesh: Any = None, cb: Any = None) -> TrainHistory:
+           progress: bool | None = None, mesh: Any = None, cb: Any = None, fuse: bool = True) -> TrainHistory:
     """Flux's `train!`: one optimiser step per element of `data`; returns a `TrainHistory`.
 
     `train_(loss, model, data, opt_state)` calls `loss(model, *d)` for tuple batches `d` (else
@@ -177,6 +193,12 @@ def train_(loss: Callable, model: Any, data: Iterable, opt_state: Any, *rest: An
     >>> h.steps, h.losses[0] > h.losses[1] > h.losses[2]
     (3, True)
     ```
+
+    Compiled, over a list or tuple of batches or a `DataLoader` (data whose iteration runs none of your
+    code), `train_` runs `CHECK_EVERY` steps of batches of one shape per XLA call, as a `jax.lax.scan`
+    (`fuse=False`: one call per step). The numbers are those of the steps one by one; Python code in
+    the loss runs while tracing, as under `jax.jit`. A step the scan cannot carry (one that writes
+    somewhere outside the model, its optimiser state and the global key) runs one call per step.
 
     Progress (`tqdm.auto`, the `progress` extra): `progress=None` (the default) shows a bar with the
     latest loss for data with a length of 100 or more at a terminal or in Jupyter; `progress=True`
@@ -211,11 +233,86 @@ def train_(loss: Callable, model: Any, data: Iterable, opt_state: Any, *rest: An
         data = place_for_training(mesh, model, sources, opt_state, data)
     shown = _display(data, progress)
     try:
-        losses = _run(loss, model, data, opt_state, sources, adtype, jit, shown)
+        if jit and fuse and sources is None and _runs_no_user_code(data) and not isinstance(data, ShardedBatches):
+            losses = _run_fused(loss, model, data, opt_state, shown)
+        else:
+            losses = _run(loss, model, data, opt_state, sources, adtype, jit, shown)
     finally:
         if shown is not None:
             shown.close()
     return TrainHistory(losses)
+
+
+def _run_fused(loss, model, data, opt_state, shown) -> list:
+    """`train_`'s compiled loop in pieces: each run of `CHECK_EVERY` batches of one structure and shape
+    is one call of `_compiled_chunk`; other batches (a ragged last one, a change of shape, data that is
+    not arrays) go one call each through `_compiled`, held (`HeldSteps`) between two chunks. As in
+    `_run`, `ok` is read one piece late, so the host stacks the next batches while the device works; a
+    non-finite loss turns it off, every later step then leaves the model alone, and the error names the
+    first bad step."""
+    default_key()  # the global key exists before the walk, so a draw inside the scan is a carried write
+    ok, pieces, buf, sig, i = None, [], [], None, 0
+    state = {"fused": True, "checked": 0, "settling": True}
+    def check(piece) -> None:
+        start, losses, piece_ok = piece
+        _check_window(list(losses), start, piece_ok)
+        if shown is not None:
+            shown.set_loss(float(losses[-1]))
+
+    def dispatch(batches: list, start: int) -> None:
+        nonlocal ok
+        if ok is None:
+            ok = _flag(batches[0], model)
+        losses = None
+        if state["fused"] and len(batches) == CHECK_EVERY:
+            held.close()  # the chunk's walk reads the models
+            try:
+                losses, ok = _compiled_chunk(loss, model, opt_state, _stack(batches), ok)
+            except NotFusable as e:  # nothing was applied: these steps go one by one
+                state["fused"] = e.settles and state["settling"]  # a second try, once they have run
+                state["settling"] = False
+        if losses is None:
+            losses = []
+            for d in batches:
+                lval, ok = held(d, ok)
+                losses.append(lval)
+        pieces.append((start, losses, ok))
+        if shown is not None:
+            shown.update(len(batches))
+        while len(pieces) - state["checked"] > 1:  # every piece but the newest, which the device runs now
+            check(pieces[state["checked"]])
+            state["checked"] += 1
+
+    with HeldSteps(_compiled, loss, model, None, opt_state) as held:  # the steps one by one
+        for d in data:
+            s = _batch_signature(d)
+            if buf and (s is None or s != sig):
+                dispatch(buf, i - len(buf))
+                buf = []
+            sig = s
+            buf.append(d)
+            i += 1
+            if s is None or len(buf) == CHECK_EVERY:
+                dispatch(buf, i - len(buf))
+                buf = []
+        if buf:
+            dispatch(buf, i - len(buf))
+        for piece in pieces[state["checked"]:]:
+            check(piece)
+        return [v for _, losses, _ in pieces for v in ([losses] if isinstance(losses, jax.Array) else losses)]
+
+
+def _batch_signature(d) -> tuple | None:
+    """What batches stacked together must share (structure, shapes, dtypes); None when `d` holds
+    something other than arrays, which is passed to the step as it is."""
+    leaves, treedef = jax.tree_util.tree_flatten(d)
+    if not leaves or not all(isinstance(x, (jax.Array, np.ndarray)) for x in leaves):
+        return None
+    return treedef, tuple((x.shape, x.dtype) for x in leaves)
+
+
+def _stack(batches: list) -> Any:
+    return jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *batches)
 
 
 def _run(loss, model, data, opt_state, sources, adtype, jit, shown) -> list:
@@ -266,13 +363,14 @@ class TrainHistory:
 
     @property
     def losses(self) -> list[float]:
-        if self._losses is None:
-            self._losses, self._values = [float(v) for v in jax.device_get(self._values)], []
+        if self._losses is None:  # a value is one step's loss, or a fused piece's losses
+            self._losses = [float(x) for v in jax.device_get(self._values) for x in np.ravel(v)]
+            self._values = []
         return self._losses
 
     @property
     def steps(self) -> int:
-        return len(self._values) if self._losses is None else len(self._losses)
+        return sum(int(np.size(v)) for v in self._values) if self._losses is None else len(self._losses)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, TrainHistory) and self.losses == other.losses
@@ -282,12 +380,17 @@ class TrainHistory:
         return f"TrainHistory({self.steps} steps{last})"
 
 
-def _steps(data, *fixed) -> HeldSteps | contextlib.nullcontext:
-    """The compiled step as `step(d, ok)`. When iterating `data` runs none of the user's code (a list
-    or tuple of batches, a `DataLoader` without a `collate` function), nothing can look at the model
-    between two steps, so the steps are chained: the model gets its new arrays when the loop ends."""
+def _runs_no_user_code(data) -> bool:
+    """Whether iterating `data` runs none of the user's code (a list or tuple of batches, a `DataLoader`
+    without a `collate` function), so nothing can look at the model between two steps."""
     inner = data.data if isinstance(data, ShardedBatches) else data
-    if type(inner) in (list, tuple) or (isinstance(inner, DataLoader) and not callable(inner.collate)):
+    return type(inner) in (list, tuple) or (isinstance(inner, DataLoader) and not callable(inner.collate))
+
+
+def _steps(data, *fixed) -> HeldSteps | contextlib.nullcontext:
+    """The compiled step as `step(d, ok)`. When nothing can look at the model between two steps
+    (`_runs_no_user_code`), the steps are chained: the model gets its new arrays when the loop ends."""
+    if _runs_no_user_code(data):
         return HeldSteps(_compiled, *fixed)
     return contextlib.nullcontext(functools.partial(_compiled, *fixed))
 

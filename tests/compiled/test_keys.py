@@ -9,6 +9,7 @@ import gc
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 import fluxjax as Flux
 from fluxjax.losses import mse
@@ -176,3 +177,25 @@ def test_an_equal_partial_and_lambda_share_one_program():
     assert len(set(train_mod._compiled._cache) - before) == 1
     Flux.train_(functools.partial(lossw, w=2.0), m, [(X, jnp.zeros((2, 2)))], st)  # another value: another program
     assert len(set(train_mod._compiled._cache) - before) == 2
+
+
+@pytest.mark.parametrize("nest", [1, 2], ids=["walked-plain-object", "constant-plain-object"])
+def test_state_of_a_layer_read_through_plain_objects_moves_every_call(nest):
+    """A BatchNorm the function reaches through plain objects: one level down it is walked (an input),
+    two levels down it is a constant of the program, keyed by contents. Either way each call updates
+    its running mean from the previous call's, as eagerly (a key taken after the program's own writes
+    would keep the first constant)."""
+    import types
+
+    norm = Flux.BatchNorm(2)
+    Flux.trainmode_(norm)
+    holder = norm
+    for _ in range(nest):
+        holder = types.SimpleNamespace(inner=holder)
+    get = (lambda h: h.inner) if nest == 1 else (lambda h: h.inner.inner)
+    f = Flux.jit(lambda x: get(holder)(x))
+    x = jnp.arange(8.0).reshape(2, 4)
+    mean = np.asarray(x).mean(1)
+    for n in range(1, 5):
+        f(x)
+        np.testing.assert_allclose(norm.mu, (1 - 0.9 ** n) * mean, rtol=1e-5)

@@ -24,3 +24,32 @@ def test_output_length_follows_the_dtype():
     f = Flux.jit(lambda x: (x,) if x.dtype == jnp.float32 else (x, x + 1))
     a, b = jnp.ones(3), jnp.ones(3, jnp.int32)
     assert len(f(a)) == 1 and len(f(b)) == 2 and len(f(a)) == 1 and len(f(b)) == 2
+
+
+def test_writes_beside_the_inputs_go_to_this_calls_models():
+    """A field the program sets that is not among its inputs (a new attribute) is set on the layer of
+    the call at hand, not on the one the program was traced with."""
+
+    def note(m, x):
+        y = m(x)
+        m.seen = y.sum()
+        return y
+
+    f = Flux.jit(note)
+    x = jnp.arange(4.0).reshape(2, 2)
+    models = [Flux.Dense(2, 2) for _ in range(3)]
+    for m in models:
+        f(m, x)
+        np.testing.assert_allclose(m.seen, m(x).sum(), rtol=1e-5, atol=1e-6)
+    assert f.cache_size() == 1
+    np.testing.assert_allclose(models[0].seen, models[0](x).sum(), rtol=1e-5, atol=1e-6)  # not overwritten since
+
+    def loss(m, x, y):
+        out = m(x)
+        m.layers[-1].seen = out.sum()
+        return Flux.mse(out, y)
+
+    for data in ([(x, x)] * 2, ((x, x) for _ in range(2))):  # held steps and one call per step
+        m = Flux.Chain(Flux.Dense(2, 2))
+        Flux.train_(loss, m, data, Flux.setup(Flux.Descent(0.1), m), fuse=False)
+        assert "seen" in vars(m.layers[-1])

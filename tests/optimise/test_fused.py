@@ -1,0 +1,224 @@
+"""`train_`'s fused steps: `CHECK_EVERY` batches per XLA call (`jax.lax.scan`, fluxjax/compiled/scan.py)
+give the numbers of the steps one by one (`fuse=False`) and of the eager loop (`jit=False`): losses,
+parameters, optimiser state, BatchNorm statistics and the global key."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import fluxjax as Flux
+from fluxjax.optimise import train as train_module
+from fluxjax.optimise.train import CHECK_EVERY, NonFiniteLoss
+
+RNG = np.random.default_rng(0)
+N = CHECK_EVERY * 2 + 5  # two fused pieces, then five steps one by one
+DATA = [(jnp.asarray(RNG.normal(size=(3, 4)), jnp.float32), jnp.asarray(RNG.normal(size=(2, 4)), jnp.float32))
+        for _ in range(N)]
+
+
+def mse(m, x, y):
+    return Flux.mse(m(x), y)
+
+
+def _mlp():
+    return Flux.Chain(Flux.Dense(3, 5, Flux.tanh), Flux.Dense(5, 2))
+
+
+def _stateful():
+    return Flux.Chain(Flux.Dense(3, 5), Flux.BatchNorm(5, Flux.relu), Flux.Dropout(0.3), Flux.Dense(5, 2))
+
+
+def _tied():
+    d = Flux.Dense(3, 3, Flux.tanh)
+    return Flux.Chain(d, d, Flux.Dense(3, 2))
+
+
+def _arrays(*trees):
+    return [np.asarray(a) for a in jax.tree_util.tree_leaves(trees)]
+
+
+def _train(build, rule, data, *, fuse=True, jit=True, freeze=False, seed=1, loss=mse):
+    """Train a fresh model; `fuse=None` runs eagerly. Returns (losses, model, opt_state, global key)."""
+    if fuse is None:
+        fuse, jit = True, False
+    Flux.seed_(seed)
+    m = build()
+    opt = Flux.setup(rule, m)
+    if freeze:
+        Flux.freeze_(opt.layers[0])
+    Flux.seed_(7)
+    h = Flux.train_(loss, m, data, opt, fuse=fuse, jit=jit)
+    return h.losses, m, opt, np.asarray(Flux.random.default_rng.key)
+
+
+def _same(a, b, rtol=1e-5):
+    la, ma, oa, ka = a
+    lb, mb, ob, kb = b
+    np.testing.assert_allclose(la, lb, rtol=rtol, atol=1e-6)
+    for x, y in zip(_arrays(ma, oa), _arrays(mb, ob), strict=True):
+        np.testing.assert_allclose(x, y, rtol=rtol, atol=1e-6)
+    np.testing.assert_array_equal(ka, kb)
+
+
+@pytest.fixture
+def scans(monkeypatch):
+    """How many fused pieces `train_` ran."""
+    calls = []
+    real = train_module._compiled_chunk
+
+    def counting(*args):
+        out = real(*args)
+        calls.append(len(args[3][0]))
+        return out
+
+    monkeypatch.setattr(train_module, "_compiled_chunk", counting)
+    return calls
+
+
+@pytest.mark.parametrize(
+    "build, rule, freeze",
+    [
+        (_mlp, Flux.Adam(0.01), False),
+        (_stateful, Flux.Momentum(0.05), False),
+        (_tied, Flux.OptimiserChain(Flux.ClipNorm(1.0), Flux.Adam(0.01)), False),
+        (_mlp, Flux.AdamW(0.01), True),
+        (_mlp, optax.chain(optax.clip_by_global_norm(0.1), optax.sgd(0.1)), False),
+    ],
+    ids=["mlp-adam", "batchnorm-dropout-momentum", "tied-chain", "frozen", "optax-global-norm"],
+)
+def test_fused_equals_step_by_step_and_eager(build, rule, freeze, scans):
+    fused = _train(build, rule, DATA, freeze=freeze)
+    assert scans == [CHECK_EVERY, CHECK_EVERY]  # it did fuse
+    _same(fused, _train(build, rule, DATA, fuse=False, freeze=freeze))
+    _same(fused, _train(build, rule, DATA, jit=False, freeze=freeze), rtol=1e-4)
+    assert len(fused[0]) == N
+    if build is _tied:
+        m = fused[1]
+        assert m.layers[0] is m.layers[1]
+
+
+def test_ties_and_state_survive_the_scan():
+    _, m, opt, _ = _train(_tied, Flux.Adam(0.01), DATA)
+    assert m.layers[0].weight is m.layers[1].weight
+    _, m, _, _ = _train(_stateful, Flux.Adam(0.01), DATA)
+    assert not np.allclose(np.asarray(m.layers[1].mu), 0)  # the running mean moved, through the carry
+
+
+def test_dataloader_with_a_ragged_last_batch(scans):
+    x = jnp.asarray(RNG.normal(size=(3, 4 * CHECK_EVERY + 3)), jnp.float32)
+    y = jnp.asarray(RNG.normal(size=(2, 4 * CHECK_EVERY + 3)), jnp.float32)
+    loader = Flux.DataLoader((x, y), batchsize=4)
+    fused = _train(_mlp, Flux.Adam(0.01), loader)
+    assert scans == [CHECK_EVERY]  # the last batch, of 3, goes on its own
+    _same(fused, _train(_mlp, Flux.Adam(0.01), loader, fuse=False))
+
+
+def test_batches_of_changing_shape_are_grouped(scans):
+    small = DATA[:CHECK_EVERY]
+    wide = [(jnp.concatenate([x, x], 1), jnp.concatenate([y, y], 1)) for x, y in DATA[:CHECK_EVERY + 2]]
+    data = small[:3] + wide + small
+    fused = _train(_mlp, Flux.Descent(0.1), data)
+    assert scans == [CHECK_EVERY, CHECK_EVERY]
+    _same(fused, _train(_mlp, Flux.Descent(0.1), data, fuse=False))
+
+
+@pytest.mark.parametrize("bad", [0, 5, CHECK_EVERY - 1, CHECK_EVERY + 3, N - 1])
+def test_a_non_finite_loss_names_its_batch_and_keeps_the_model_before_it(bad):
+    data = list(DATA)
+    x, y = data[bad]
+    data[bad] = (x.at[0, 0].set(jnp.nan), y)
+    Flux.seed_(1)
+    m = _stateful()
+    opt = Flux.setup(Flux.Adam(0.01), m)
+    Flux.seed_(7)
+    with pytest.raises(NonFiniteLoss, match=f"data index {bad} "):
+        Flux.train_(mse, m, data, opt)
+    key = np.asarray(Flux.random.default_rng.key)
+    before = _train(_stateful, Flux.Adam(0.01), data[:bad], fuse=False)
+    for a, b in zip(_arrays(m, opt), _arrays(before[1], before[2]), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(key, before[3])
+
+
+def test_a_new_attribute_settles_then_the_steps_fuse(scans):
+    def loss(m, x, y):
+        out = m(x)
+        m.layers[-1].seen = out.sum()  # a new field: the first steps run one by one, then it is walked
+        return Flux.mse(out, y)
+
+    fused = _train(_mlp, Flux.Adam(0.01), DATA, loss=loss)
+    assert scans == [CHECK_EVERY]
+    one_by_one = _train(_mlp, Flux.Adam(0.01), DATA, fuse=False, loss=loss)
+    _same(fused, one_by_one)
+    np.testing.assert_allclose(fused[1].layers[-1].seen, one_by_one[1].layers[-1].seen, rtol=1e-5)
+
+
+def _norm_outside(fuse, nest):
+    """`train_` with a loss that runs a BatchNorm held by a plain object (`nest`: inside another one)."""
+    import types
+
+    Flux.seed_(3)
+    norm = Flux.BatchNorm(2)
+    Flux.trainmode_(norm)
+    aux = types.SimpleNamespace(norm=norm)
+    if nest:
+        aux = types.SimpleNamespace(inner=aux)
+    run = (lambda a: a.inner.norm) if nest else (lambda a: a.norm)
+    # (Descent: the last bias feeds a BatchNorm, so its gradient is rounding noise, which Adam would amplify)
+    out = _train(_mlp, Flux.Descent(0.1), DATA, fuse=fuse, loss=lambda m, x, y: Flux.mse(run(aux)(m(x)), y))
+    return out, np.asarray(norm.mu)
+
+
+@pytest.mark.parametrize("nest", [False, True], ids=["walked", "outside-the-walk"])
+def test_a_batchnorm_held_by_a_plain_object(nest, scans):
+    """A plain object holding layers, read by the loss, is walked: its BatchNorm's statistics are carried
+    (and are inputs of the compiled step, not constants). One more level down it is not walked: its
+    writes go beside the inputs, and the steps run one by one. Either way the numbers are the eager ones."""
+    fused, mu = _norm_outside(True, nest)
+    assert scans == ([] if nest else [CHECK_EVERY, CHECK_EVERY])
+    eager, eager_mu = _norm_outside(None, nest)
+    _same(fused, eager, rtol=1e-4)
+    np.testing.assert_allclose(mu, eager_mu, rtol=1e-4, atol=1e-6)
+    step_by_step, mu_steps = _norm_outside(False, nest)
+    _same(fused, step_by_step)
+    np.testing.assert_allclose(mu, mu_steps, rtol=1e-5, atol=1e-6)
+
+
+def test_the_global_key_advances_once_per_step():
+    def noisy(m, x, y):
+        return Flux.mse(m(x + 0.1 * jax.random.normal(Flux.random.next_key(), x.shape)), y)
+
+    fused = _train(_mlp, Flux.Adam(0.01), DATA, loss=noisy)
+    _same(fused, _train(_mlp, Flux.Adam(0.01), DATA, fuse=False, loss=noisy))
+    assert len(set(np.round(fused[0], 6))) == N
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(n=st.integers(0, CHECK_EVERY + 6), bad=st.one_of(st.none(), st.integers(0, CHECK_EVERY + 6)))
+def test_any_length_and_any_bad_step_match_step_by_step(n, bad):
+    data = list(DATA[:n])
+    if bad is not None and bad < n:
+        x, y = data[bad]
+        data[bad] = (x * jnp.inf, y)
+    outcomes = []
+    for fuse in (True, False):
+        Flux.seed_(1)
+        m = _mlp()
+        opt = Flux.setup(Flux.Adam(0.01), m)
+        try:
+            h = Flux.train_(mse, m, data, opt, fuse=fuse)
+            outcomes.append((h.losses, None, _arrays(m, opt)))
+        except NonFiniteLoss as e:
+            outcomes.append((None, str(e), _arrays(m, opt)))
+    (la, ea, aa), (lb, eb, ab) = outcomes
+    assert ea == eb
+    if la is not None:
+        np.testing.assert_allclose(la, lb, rtol=1e-5, atol=1e-6)
+    for a, b in zip(aa, ab, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
