@@ -222,3 +222,12 @@ def test_any_length_and_any_bad_step_match_step_by_step(n, bad):
         np.testing.assert_allclose(la, lb, rtol=1e-5, atol=1e-6)
     for a, b in zip(aa, ab, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_large_batches_run_one_call_per_step(scans):
+    cols = train_module.FUSE_MAX_BATCH_BYTES // (4 * 3) + 1  # x alone is just over the limit
+    x = jnp.ones((3, cols), jnp.float32)
+    data = [(x * (i % 3), jnp.zeros((2, cols))) for i in range(CHECK_EVERY)]
+    fused = _train(_mlp, Flux.Descent(0.1), data)
+    assert scans == []
+    _same(fused, _train(_mlp, Flux.Descent(0.1), data, fuse=False))
