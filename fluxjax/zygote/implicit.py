@@ -135,10 +135,16 @@ def params(*models) -> Params:
     w = walk(root)
     ps = Params()
     ps._sources = tuple(m for m in models if is_layer(m) or isinstance(m, (list, dict)))
+    entries: dict[int, _Entry] = {}  # by the array's id: one pass, not a search per array
     for leaf, slot, role in zip(w.leaves, w.slots, w.roles):
         if role != PARAM or not is_float_array(leaf):
             continue
-        ps.add(leaf, () if slot.owner is root else (slot,))
+        e = entries.get(id(leaf))
+        if e is None:
+            e = entries[id(leaf)] = _Entry(leaf, [])
+            ps._entries.append(e)
+        if slot.owner is not root and all(slot.ident() != t.ident() for t in e.slots):
+            e.slots.append(slot)
     return ps
 
 
