@@ -91,7 +91,12 @@ def _scan(step, root: list, w, groups: list[int], ds, ok):
             raise _Regroup(refined)
         return ([new[i] for i in first.values()], ok), out
 
-    (values, ok), outs = jax.lax.scan(body, (init, ok), ds)
+    try:
+        (values, ok), outs = jax.lax.scan(body, (init, ok), ds)
+    except TypeError as e:  # a step that changes a carried array's dtype or shape
+        if "carry" not in str(e):
+            raise
+        raise NotFusable(f"the step changes the type of what it carries: {e}") from None
     for s, g in zip(slots, groups):
         commit(s, values[g])
     return outs, ok
