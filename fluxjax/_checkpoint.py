@@ -199,6 +199,9 @@ def save(path: str | os.PathLike, model: Any, opt_state: Any = None, step: int |
         meta = {"fluxjax": text, "sha256": hashlib.sha256(text.encode()).hexdigest()}
         ocp = _ocp()
         items = {"meta": ocp.args.JsonSave(meta)}
+        if jax.process_count() > 1:  # a process's own unsharded arrays are the same in every process: saved once
+            enc.arrays = {k: np.asarray(a) if isinstance(a, jax.Array) and a.is_fully_addressable else a
+                          for k, a in enc.arrays.items()}
         if enc.arrays:
             items["arrays"] = ocp.args.PyTreeSave(enc.arrays)
         job = _Save(path, step, mgr, lock, keep)
