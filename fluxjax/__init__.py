@@ -301,8 +301,8 @@ from .serialize import import_safetensors_ as import_safetensors_
 from .serialize import load as load
 from .serialize import loadmodel_ as loadmodel_
 from .serialize import save as save
-from .serialize import wait_until_finished as wait_until_finished
 from .serialize import state as state
+from .serialize import wait_until_finished as wait_until_finished
 from .zygote import AutoEnzyme as AutoEnzyme
 from .zygote import AutoFiniteDifferences as AutoFiniteDifferences
 from .zygote import AutoMooncake as AutoMooncake

@@ -266,7 +266,8 @@ def test_checkpoint_bias_false_destination_skips_the_file_bias(tmp_path, restore
     assert dst[0].bias is False and np.asarray(dst[0].weight).tobytes() == np.asarray(src[0].weight).tobytes()
     assert restored == [["model.layers.0.weight"]]
     raw = fluxjax.load(tmp_path / "ck").model  # no model: everything is read
-    assert restored[-1] == ["model.layers.0.bias", "model.layers.0.weight"] and np.array_equal(raw["layers"][0]["bias"], src[0].bias)
+    assert restored[-1] == ["model.layers.0.bias", "model.layers.0.weight"]
+    assert np.array_equal(raw["layers"][0]["bias"], src[0].bias)
 
 
 def test_checkpoint_table_naming_arrays_nothing_refers_to(tmp_path):
