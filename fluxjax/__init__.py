@@ -291,6 +291,7 @@ from .optimise import update_ as update_
 from .outputsize import outputsize as outputsize
 from .random import seed_ as seed_
 from .serialize import Checkpoint as Checkpoint
+from .serialize import CheckpointBusy as CheckpointBusy
 from .serialize import CheckpointError as CheckpointError
 from .serialize import StructureMismatch as StructureMismatch
 from .serialize import export_npz as export_npz
@@ -301,6 +302,7 @@ from .serialize import load as load
 from .serialize import loadmodel_ as loadmodel_
 from .serialize import save as save
 from .serialize import state as state
+from .serialize import wait_until_finished as wait_until_finished
 from .zygote import AutoEnzyme as AutoEnzyme
 from .zygote import AutoFiniteDifferences as AutoFiniteDifferences
 from .zygote import AutoMooncake as AutoMooncake

@@ -6,25 +6,34 @@ On-disk layout. `path` is a directory managed by `orbax.checkpoint.CheckpointMan
 path/
   0/                 one finished checkpoint per step
     meta/            JSON: format tag, step, the structure of `state(model)` and of `state(opt_state)` as a
-                     flat table of nodes (non-array values inline; see `_ckpt_tree.py`), dtype/shape/sha256
+                     flat table of nodes (non-array values inline; see `_ckpt_tree.py`), dtype/shape/checksum
                      of every array
-    arrays/          the arrays, written by orbax (tensorstore, OCDBT)
+    arrays/          the arrays, written by orbax (tensorstore, OCDBT; each process writes its own shards),
+                     as a flat tree keyed by readable names: `model.layers.0.weight`,
+                     `opt_state.layers.0.weight.0`, ... (a plain `ocp.StandardCheckpointer().restore(
+                     "path/3/arrays")` sees these names)
   1/
   2.orbax-checkpoint-tmp-1733150000/     a save that was interrupted: ignored, removed by the next save
+  0.fluxjax-pruned/  a step being pruned (`keep=`): renamed out of its number first, then deleted
+  .fluxjax-save.lock the lock a saving process holds (flock): a second writer gets `CheckpointBusy`
 ```
 
 A save writes into a temporary directory and renames it to `<step>/` only once everything is on disk,
 so a crash (SIGKILL, power loss after the rename is durable) leaves the previous steps readable;
-`load` reads the newest finished step unless `step=` is given. The sha256 of every array and of the
-metadata is checked on load, so corrupted files raise `CheckpointError` instead of loading silently
-wrong numbers. The metadata is validated (dtypes, shapes, orbax's own record of them, the target
+`load` reads the newest finished step unless `step=` is given. A checksum of every array (computed
+where the array lives, by XLA, so no host copy is made; orbax itself checksums only its indices) and the
+sha256 of the metadata are checked on load, so corrupted files raise `CheckpointError` instead of
+loading silently wrong numbers. The metadata is validated (dtypes, shapes, orbax's own record of them, the target
 model's shapes) before any array is read, so a hostile checkpoint cannot make `load` allocate more than
 it holds or the model wants.
 """
 
 from __future__ import annotations
 
+import atexit
 import errno
+import fcntl
+import functools
 import hashlib
 import json
 import math
@@ -33,15 +42,20 @@ import re
 import shutil
 from typing import Any, NamedTuple
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from ._ckpt_tree import Encoder, array_refs, decode, from_v1
 from ._flat import shape_of
 from .errors import DimensionMismatch
 from .loading import CheckpointError, StructureMismatch, array_paths, plan_load, show_path, state
+from .random import is_typed_key
 
 FORMAT = "fluxjax-checkpoint"
-VERSION = 2  # 2: the structure is a flat node table (`_ckpt_tree.py`); 1 (nested JSON) is still read
+VERSION = 3  # 3: readable array names, device checksums; 2: flat node table, sha256 per array; 1: nested JSON
+_LOCK = ".fluxjax-save.lock"
+_PRUNED = ".fluxjax-pruned"
 _ITEMS = ("arrays", "meta")
 _MAX_META = 256 * 2**20  # the JSON metadata of a model with millions of arrays stays far below this
 
@@ -55,8 +69,59 @@ class Checkpoint(NamedTuple):
     step: int
 
 
+class CheckpointBusy(RuntimeError):
+    """`save` found another process saving to the same checkpoint directory (it holds the directory's lock);
+    nothing was written. Save to another directory, or wait for the other writer and save again."""
+
+
 def _digest(a: np.ndarray) -> str:
+    """sha256 of a host array's bytes: the per-array check of format versions 1 and 2."""
     return hashlib.sha256(np.ascontiguousarray(a).view(np.uint8).reshape(-1).tobytes()).hexdigest()
+
+
+def _sums(u: Any, xp: Any) -> Any:
+    """Three wrapping uint32 sums of the words `u` (order-sensitive: a moved, flipped or zeroed word changes them)."""
+    i = xp.arange(u.shape[0], dtype=xp.uint32)
+    mixed = ((u ^ (u >> xp.uint32(16))) * xp.uint32(0x45D9F3B)) ^ (i * xp.uint32(0x9E3779B9))
+    return xp.stack([xp.sum(u, dtype=xp.uint32), xp.sum(u * (i * xp.uint32(2) + xp.uint32(1)), dtype=xp.uint32),
+                     xp.sum(mixed, dtype=xp.uint32)])
+
+
+def _host_words(a: np.ndarray) -> np.ndarray:
+    b = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+    return np.concatenate([b, np.zeros(-b.size % 4, np.uint8)]).view("<u4")
+
+
+@functools.partial(jax.jit, static_argnums=1)
+def _device_sums(a: jax.Array, itemsize: int) -> jax.Array:
+    """`_sums` of the array's little-endian bytes as uint32 words, computed where `a` lives (any sharding)."""
+    if jnp.issubdtype(a.dtype, jnp.complexfloating):
+        a = jnp.stack([a.real, a.imag], axis=-1)
+        itemsize //= 2
+    if a.dtype == jnp.bool_:
+        a = a.astype(jnp.uint8)
+    a = a.reshape(-1)
+    if itemsize >= 4:
+        u = jax.lax.bitcast_convert_type(a, jnp.uint32).reshape(-1)
+    else:
+        bits = 8 * itemsize
+        u = jax.lax.bitcast_convert_type(a, jnp.uint8 if itemsize == 1 else jnp.uint16).astype(jnp.uint32)
+        per = 4 // itemsize
+        u = jnp.concatenate([u, jnp.zeros(-u.shape[0] % per, jnp.uint32)]).reshape(-1, per)
+        u = sum(u[:, j] << jnp.uint32(bits * j) for j in range(per))
+    return _sums(u, jnp)
+
+
+def _checksum(a: Any) -> str:
+    """Checksum of an array's dtype, shape and bytes: a jax array's is computed by XLA where it lives (a
+    sharded array's on its devices; no host copy), a numpy array's on the host. Both give the same value."""
+    dt = np.dtype(a.dtype)
+    if isinstance(a, jax.Array) and dt.itemsize in (1, 2, 4, 8, 16) and dt.kind in "biufc":
+        s = _device_sums(a, dt.itemsize)
+        s = np.asarray(s.addressable_data(0))
+    else:
+        s = _sums(_host_words(np.asarray(a)), np)
+    return "".join(f"{int(x):08x}" for x in s)
 
 
 def _ocp():
@@ -65,28 +130,36 @@ def _ocp():
     return ocp
 
 
-def _manager(path: str, create: bool, keep: int | None = None):
+def _manager(path: str, create: bool, async_: bool = False):
     ocp = _ocp()
-    opts = ocp.CheckpointManagerOptions(enable_async_checkpointing=False, create=create, max_to_keep=keep,
+    # pruning (`keep=`) is done by `_prune`, which renames a step out of its number before deleting it
+    opts = ocp.CheckpointManagerOptions(enable_async_checkpointing=async_, create=create, max_to_keep=None,
                                         cleanup_tmp_directories=create)
     return ocp.CheckpointManager(os.path.abspath(path), options=opts, item_names=_ITEMS)
 
 
 def save(path: str | os.PathLike, model: Any, opt_state: Any = None, step: int | None = None, *,
-         keep: int | None = None) -> int:
+         keep: int | None = None, async_: bool = False) -> int:
     """Save `state(model)` (and `state(opt_state)`) as a new numbered checkpoint under directory `path`.
 
     - `path`: the checkpoint directory (created if needed); each call adds a subdirectory `<step>/`.
     - `opt_state`: the optimiser state from `setup`, saved with the model (moments, counters, hyperparameters).
     - `step`: the step number; None means one more than the newest step in `path` (0 for the first).
       An existing step is never overwritten (`ValueError`).
-    - `keep`: keep only the newest `keep` steps (older ones are deleted after a successful save).
+    - `keep`: keep only the newest `keep` steps (older ones are renamed out of their number, then deleted,
+      after a successful save, so a crash mid-prune never leaves a half-deleted numbered step).
+    - `async_`: return as soon as the arrays are copied off the accelerator (orbax's
+      `enable_async_checkpointing`) and write them in the background; `wait_until_finished()` waits for
+      it (and raises its error, if any). A later `save` or `load` of the same `path` waits first.
 
     The write is atomic (temporary directory, then rename): a crash mid-save leaves the earlier steps
     intact. A full disk (or any other OS error while writing) raises that `OSError` (`errno.ENOSPC`), removes
-    what the failed save wrote, and never leaves a listed step that cannot be read. Models hundreds of
-    layers deep save (the structure is stored flat). Returns the step written. Bit-exact round trip for parameters,
-    BatchNorm statistics, RNG keys (raw or typed) and optimiser state.
+    what the failed save wrote, and never leaves a listed step that cannot be read. One process saves to
+    a directory at a time: a second writer gets `CheckpointBusy` (an flock on `path/.fluxjax-save.lock`,
+    released when the first finishes or dies). Sharded arrays are written shard by shard, each process
+    its own (orbax); the arrays are stored under readable names (`model.layers.0.weight`). Models hundreds
+    of layers deep save (the structure is stored flat). Returns the step written. Bit-exact round trip for
+    parameters, BatchNorm statistics, RNG keys (raw or typed) and optimiser state.
 
     ```python
     >>> fluxjax.save("ckpt", model, opt_state, step=100)
@@ -94,15 +167,25 @@ def save(path: str | os.PathLike, model: Any, opt_state: Any = None, step: int |
     >>> model, opt_state, step = fluxjax.load("ckpt", model, opt_state)
     ```
     """
-    enc = Encoder(_digest)
-    body = {"format": FORMAT, "version": VERSION, "model": enc.encode(state(model)),
-            "opt_state": None if opt_state is None else enc.encode(state(opt_state)), "nodes": enc.nodes,
-            "arrays": enc.info}
     path = os.fspath(path)
+    if keep is not None and (not isinstance(keep, (int, np.integer)) or isinstance(keep, bool) or keep < 1):
+        raise ValueError(f"save: keep must be a positive integer (how many newest steps to keep), got {keep!r}")
+    wait_until_finished(path)
+    enc = Encoder(_checksum)
+    body = {"format": FORMAT, "version": VERSION, "model": enc.encode(state(model), "model"),
+            "opt_state": None if opt_state is None else enc.encode(state(opt_state), "opt_state"),
+            "nodes": enc.nodes, "arrays": enc.info}
     if os.path.exists(path) and not os.path.isdir(path):
         raise FileExistsError(f"save: {path!r} exists and is not a directory")
-    mgr = _manager(path, create=True, keep=keep)
+    lead = jax.process_index() == 0
+    if lead:
+        os.makedirs(path, exist_ok=True)
+    lock = _lock(path) if lead else None
+    mgr = None
     try:
+        if lead:
+            _drop_pruned(path)
+        mgr = _manager(path, create=True, async_=async_)
         if step is None:
             latest = mgr.latest_step()
             step = 0 if latest is None else latest + 1
@@ -116,22 +199,118 @@ def save(path: str | os.PathLike, model: Any, opt_state: Any = None, step: int |
         meta = {"fluxjax": text, "sha256": hashlib.sha256(text.encode()).hexdigest()}
         ocp = _ocp()
         items = {"meta": ocp.args.JsonSave(meta)}
+        if jax.process_count() > 1:  # a process's own unsharded arrays are the same in every process: saved once
+            enc.arrays = {k: np.asarray(a) if isinstance(a, jax.Array) and a.is_fully_addressable else a
+                          for k, a in enc.arrays.items()}
         if enc.arrays:
             items["arrays"] = ocp.args.PyTreeSave(enc.arrays)
+        job = _Save(path, step, mgr, lock, keep)
         try:
             mgr.save(step, args=ocp.args.Composite(**items), force=True)
-            mgr.wait_until_finished()
         except Exception as e:
-            _remove_unfinished(path, step)
-            os_error = _os_error(e)
-            if os_error is None:
-                raise
-            what = "no space left on device" if os_error == errno.ENOSPC else os.strerror(os_error)
-            raise OSError(os_error, f"save: {what} while writing step {step} to {path!r}; nothing of step {step} was "
-                                    "kept and the earlier steps are intact (free space and save again)") from e
-    finally:
-        mgr.close()
+            job.fail(e)
+    except BaseException:
+        if mgr is not None:
+            mgr.close()
+        if lock is not None:
+            lock.close()
+        raise
+    if async_:
+        _pending.append(job)
+    else:
+        job.finish()
     return step
+
+
+class _Save:
+    """A save under way: `finish` waits for orbax, then prunes (`keep`) and releases the directory's lock."""
+
+    def __init__(self, path: str, step: int, mgr: Any, lock: Any, keep: int | None):
+        self.path, self.step, self.mgr, self.lock, self.keep = path, step, mgr, lock, keep
+
+    def fail(self, e: BaseException) -> None:
+        try:
+            self.mgr.close()
+        except Exception:  # the save already failed; its own error is the one to report
+            pass
+        if self.lock is not None:
+            _remove_unfinished(self.path, self.step)
+            self.lock.close()
+        os_error = _os_error(e)
+        if os_error is None:
+            raise e
+        what = "no space left on device" if os_error == errno.ENOSPC else os.strerror(os_error)
+        raise OSError(os_error, f"save: {what} while writing step {self.step} to {self.path!r}; nothing of step "
+                                f"{self.step} was kept and the earlier steps are intact (free space and save again)") from e
+
+    def finish(self) -> None:
+        try:
+            self.mgr.wait_until_finished()
+        except Exception as e:
+            self.fail(e)
+        self.mgr.close()
+        try:
+            if self.lock is not None and self.keep is not None:
+                _prune(self.path, self.keep)
+        finally:
+            if self.lock is not None:
+                self.lock.close()
+
+
+_pending: list[_Save] = []
+
+
+def wait_until_finished(path: str | os.PathLike | None = None) -> None:
+    """Wait for the background saves (`save(..., async_=True)`) to `path` (None: to every path) to be on
+    disk, prune what their `keep=` asks, and raise the first one's error (e.g. `OSError` ENOSPC), if any.
+
+    ```python
+    >>> fluxjax.save("ckpt", model, async_=True)   # returns once the arrays are copied
+    >>> fluxjax.wait_until_finished()               # step is now on disk
+    ```
+    """
+    where = None if path is None else os.path.abspath(os.fspath(path))
+    jobs = [j for j in _pending if where is None or os.path.abspath(j.path) == where]
+    error = None
+    for j in jobs:
+        _pending.remove(j)
+        try:
+            j.finish()
+        except Exception as e:
+            error = error or e
+    if error is not None:
+        raise error
+
+
+atexit.register(wait_until_finished)
+
+
+def _lock(path: str) -> Any:
+    """Hold `path`'s save lock (an flock: the kernel releases it if this process dies), or `CheckpointBusy`."""
+    f = open(os.path.join(path, _LOCK), "a")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.close()
+        raise CheckpointBusy(f"save: another process is saving to {path!r} (it holds {_LOCK}); nothing was written. "
+                             "Save from one process at a time, or to another directory") from None
+    return f
+
+
+def _drop_pruned(path: str) -> None:
+    """Delete what an interrupted prune left (steps already renamed out of their number)."""
+    for n in os.listdir(path):
+        if n.endswith(_PRUNED):
+            shutil.rmtree(os.path.join(path, n), ignore_errors=True)
+
+
+def _prune(path: str, keep: int) -> None:
+    """Keep the newest `keep` steps: each older step is first renamed to `<step>.fluxjax-pruned` (one atomic
+    rename: `load` never sees it again), then deleted."""
+    for s in _steps(path)[:-keep]:
+        gone = os.path.join(path, f"{s}{_PRUNED}")
+        os.rename(os.path.join(path, str(s)), gone)
+        shutil.rmtree(gone)
 
 
 def _os_error(e: BaseException) -> int | None:
@@ -167,11 +346,13 @@ def _steps(path: str) -> list[int]:
 
 def _check_info(info: Any, where: str) -> None:
     """The metadata's table of arrays, validated before anything is read: plain numeric dtypes, shapes of
-    non-negative ints whose byte count int64 can hold, a sha256 each."""
+    non-negative ints whose byte count int64 can hold, a checksum each (`checksum`, or the `sha256` of
+    format versions 1 and 2)."""
     if not isinstance(info, dict):
         raise CheckpointError(f"load: {where!r}: the metadata's array table is not a mapping")
     for k, d in info.items():
-        if not isinstance(d, dict) or set(d) != {"dtype", "shape", "sha256"} or not isinstance(d["sha256"], str):
+        if not isinstance(d, dict) or (set(d) not in ({"dtype", "shape", "checksum"}, {"dtype", "shape", "sha256"})
+                or not isinstance(d.get("checksum", d.get("sha256")), str)):
             raise CheckpointError(f"load: {where!r}: array {k!r} has a malformed metadata entry {d!r:.80}")
         try:
             dt = np.dtype(d["dtype"]) if isinstance(d["dtype"], str) else None
@@ -203,12 +384,13 @@ def _check_on_disk(where: str, info: dict) -> None:
         raise CheckpointError(f"load: {where!r}: the arrays on disk do not match the metadata (arrays {bad[:8]})")
 
 
-def _needed(body: dict, info: dict, targets: tuple, where: str) -> set[str]:
+def _needed(body: dict, info: dict, targets: tuple, where: str) -> tuple[set[str], dict[str, Any]]:
     """The arrays `load` must read, decided from the metadata alone: for a target `(key, dst, name)` with a
     `dst`, the arrays at paths where `dst` holds an array, each of `dst`'s shape there (else
     `DimensionMismatch`, before anything is read); with no `dst`, all of that part. Arrays at paths where
     `dst` has no array are never read: `loadmodel_` ignores them (`bias=False`) or reports them from
-    their shape alone. The structure must name exactly the arrays of the table."""
+    their shape alone. The structure must name exactly the arrays of the table. Also returns, for each
+    array whose place in a `dst` holds a jax array, that array's sharding: it is restored into it."""
     refs = {key: array_refs(body["nodes"], body[key], where) for key in ("model", "opt_state")
             if body.get(key) is not None}
     named = {n for r in refs.values() for _, n in r}
@@ -216,13 +398,15 @@ def _needed(body: dict, info: dict, targets: tuple, where: str) -> set[str]:
         odd = sorted(named ^ set(info), key=str)[:8]
         raise CheckpointError(f"load: {where!r}: the structure and the array table disagree (arrays {odd})")
     needed: set[str] = set()
+    shardings: dict[str, Any] = {}
     for key, dst, name in targets:
         if key not in refs:
             continue
         if dst is None:
             needed.update(n for _, n in refs[key])
             continue
-        want = {p: shape_of(a) for p, a in array_paths(dst)}
+        leaves = dict(array_paths(dst))
+        want = {p: shape_of(a) for p, a in leaves.items()}
         for p, n in refs[key]:
             if p not in want:
                 continue
@@ -230,13 +414,18 @@ def _needed(body: dict, info: dict, targets: tuple, where: str) -> set[str]:
                 raise DimensionMismatch(f"load: {where!r}: {name}: {show_path(p)}: tried to load size "
                                         f"{tuple(info[n]['shape'])} array into size {want[p]}")
             needed.add(n)
-    return needed
+            a = leaves[p]
+            a = jax.random.key_data(a) if is_typed_key(a) else a
+            if isinstance(a, jax.Array) and not isinstance(a, jax.core.Tracer):
+                shardings.setdefault(n, a.sharding)
+    return needed, shardings
 
 
 def _read(path: str, step: int | None, targets: tuple) -> tuple[dict, dict, int, set[str]]:
     """Read step `step` (None: the newest): the metadata first, validated (`_check_info`, orbax's record of
     the arrays, `_needed` for `targets`, `[(key, dst, name)]`), and only then the arrays it needs.
     Returns the metadata, the arrays, the step and the names of the arrays left unread."""
+    wait_until_finished(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"load: no checkpoint directory {path!r}")
     if not os.path.isdir(path):
@@ -276,10 +465,13 @@ def _read(path: str, step: int | None, targets: tuple) -> tuple[dict, dict, int,
         _check_info(info, where)
         if info:
             _check_on_disk(where, info)
-        needed = _needed(body, info, targets, where)
-        arrays: dict[str, np.ndarray] = {}
+        needed, shardings = _needed(body, info, targets, where)
+        arrays: dict[str, Any] = {}
         if needed:
-            restore_args = {k: ocp.RestoreArgs(restore_type=np.ndarray) for k in info if k in needed}
+            restore_args = {k: ocp.ArrayRestoreArgs(sharding=shardings[k], global_shape=tuple(info[k]["shape"]),
+                                                    dtype=np.dtype(info[k]["dtype"]))
+                            if k in shardings else ocp.RestoreArgs(restore_type=np.ndarray)
+                            for k in info if k in needed}
             item = {k: np.empty(0) for k in restore_args}  # the structure to read; the values are not used
             arrays = dict(mgr.restore(step, args=ocp.args.Composite(arrays=ocp.args.PyTreeRestore(
                 item=item, restore_args=restore_args, partial_restore=needed != set(info)))).arrays)
@@ -293,7 +485,8 @@ def _read(path: str, step: int | None, targets: tuple) -> tuple[dict, dict, int,
         raise CheckpointError(f"load: {where!r}: the arrays on disk do not match the metadata")
     for k in needed:
         a, d = arrays[k], info[k]
-        if a.dtype.name != d["dtype"] or list(a.shape) != d["shape"] or _digest(a) != d["sha256"]:
+        if (np.dtype(a.dtype).name != d["dtype"] or list(a.shape) != d["shape"]
+                or (_checksum(a) != d["checksum"] if "checksum" in d else _digest(np.asarray(a)) != d["sha256"])):
             raise CheckpointError(f"load: {where!r}: array {k} is corrupted (dtype, shape or checksum mismatch)")
     for k in set(info) - needed:  # never read: a stand-in of the right shape that allocates nothing
         arrays[k] = np.broadcast_to(np.zeros((), np.dtype(info[k]["dtype"])), tuple(info[k]["shape"]))
@@ -345,4 +538,4 @@ def load(path: str | os.PathLike, model: Any = None, opt_state: Any = None, *, s
     return Checkpoint(m_state if model is None else model, o_state if opt_state is None else opt_state, step)
 
 
-__all__ = ["Checkpoint", "save", "load"]
+__all__ = ["Checkpoint", "CheckpointBusy", "save", "load", "wait_until_finished"]

@@ -18,26 +18,29 @@ their nested form to the table.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._flat import host
 from .core.layer import is_array
 from .loading import CheckpointError
 from .random import is_typed_key
 
 
 class Encoder:
-    """Encodes state trees into one shared node table; `arrays` maps names to host arrays, `ids` names
-    each array object once."""
+    """Encodes state trees into one shared node table. `arrays` maps each array's readable name
+    (`model.layers.0.weight`, `opt_state.layers.0.weight.0`: the part, then the path, as `export_npz`
+    names it) to the array itself (a jax array keeps its sharding; no host copy is made), `info` holds
+    its dtype, shape and checksum, and `ids` names each array object once (a tied array is saved once,
+    under the first path that reaches it)."""
 
-    def __init__(self, digest):
-        self.digest = digest
+    def __init__(self, checksum):
+        self.checksum = checksum
         self.nodes: list[Any] = []
-        self.arrays: dict[str, np.ndarray] = {}
+        self.arrays: dict[str, Any] = {}
         self.info: dict[str, dict] = {}
         self.ids: dict[int, str] = {}
 
@@ -45,39 +48,53 @@ class Encoder:
         self.nodes.append(None)
         return len(self.nodes) - 1
 
-    def encode(self, tree: Any) -> int:
-        """Add `tree` to the table; returns its root index."""
+    def encode(self, tree: Any, prefix: str) -> int:
+        """Add `tree` (whose arrays are named `prefix.<path>`) to the table; returns its root index."""
         root = self._new()
-        stack = [(tree, root)]
+        stack = [(tree, root, (prefix,))]
         while stack:
-            v, i = stack.pop()
+            v, i, path = stack.pop()
             if is_array(v):
-                self.nodes[i] = self._array(v)
+                self.nodes[i] = self._array(v, path)
             elif isinstance(v, dict):
                 pairs = [[self._new(), self._new()] for _ in v]
-                # pushed in reverse, so the arrays are named a0, a1, ... in the model's order
-                stack.extend(reversed([e for (k, x), (ki, xi) in zip(v.items(), pairs) for e in ((k, ki), (x, xi))]))
+                # pushed in reverse, so the arrays are met in the model's order
+                stack.extend(reversed([e for (k, x), (ki, xi) in zip(v.items(), pairs)
+                                       for e in ((k, ki, None), (x, xi, path + (k,)))]))
                 self.nodes[i] = {"dict": pairs}
             elif isinstance(v, (tuple, list)):
                 kids = [self._new() for _ in v]
-                stack.extend(reversed(list(zip(v, kids))))
+                stack.extend(reversed([(x, c, path + (n,)) for n, (x, c) in enumerate(zip(v, kids))]))
                 self.nodes[i] = {"tuple" if isinstance(v, tuple) else "list": kids}
             else:
                 self.nodes[i] = _plain(v)
         return root
 
-    def _array(self, v: Any) -> dict:
+    def _name(self, path: tuple) -> str:
+        base = _UNSAFE.sub("_", ".".join(str(p) for p in path))
+        name, n = base, 1
+        while name in self.info:  # two paths that read alike (a key holding a dot): keep both
+            name, n = f"{base}~{n}", n + 1
+        return name
+
+    def _array(self, v: Any, path: tuple) -> dict:
         if isinstance(v, jax.core.Tracer):
             raise TypeError("save: the model holds traced values; save outside jax transformations")
         name = self.ids.get(id(v))
         if name is None:
-            name = self.ids[id(v)] = f"a{len(self.ids)}"
-            a = self.arrays[name] = host(v)
-            self.info[name] = {"dtype": a.dtype.name, "shape": list(a.shape), "sha256": self.digest(a)}
+            name = self.ids[id(v)] = self._name(path)
+            a = jax.random.key_data(v) if is_typed_key(v) else v
+            if not isinstance(a, jax.Array):
+                a = np.asarray(a)
+            self.arrays[name] = a
+            self.info[name] = {"dtype": np.dtype(a.dtype).name, "shape": list(a.shape), "checksum": self.checksum(a)}
         out = {"array": name}
         if is_typed_key(v):
             out["key_impl"] = str(jax.random.key_impl(v))
         return out
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.\-]")
 
 
 def _plain(v: Any) -> dict:

@@ -254,7 +254,7 @@ def test_checkpoint_arrays_the_model_has_no_place_for_are_never_read(tmp_path, r
     with pytest.raises(fluxjax.StructureMismatch, match=r"ck.*length 3.*length 1"):
         fluxjax.load(tmp_path / "ck", m)
     assert_same(m, before)
-    assert restored == [["a0", "a1"]]  # layers[0]'s weight and bias only
+    assert restored == [["model.layers.0.bias", "model.layers.0.weight"]]  # layers[0]'s weight and bias only
 
 
 def test_checkpoint_bias_false_destination_skips_the_file_bias(tmp_path, restored):
@@ -264,9 +264,10 @@ def test_checkpoint_bias_false_destination_skips_the_file_bias(tmp_path, restore
     dst = Chain(Dense(3, 4, bias=False))
     fluxjax.load(tmp_path / "ck", dst)
     assert dst[0].bias is False and np.asarray(dst[0].weight).tobytes() == np.asarray(src[0].weight).tobytes()
-    assert restored == [["a0"]]
+    assert restored == [["model.layers.0.weight"]]
     raw = fluxjax.load(tmp_path / "ck").model  # no model: everything is read
-    assert restored[-1] == ["a0", "a1"] and np.array_equal(raw["layers"][0]["bias"], src[0].bias)
+    assert restored[-1] == ["model.layers.0.bias", "model.layers.0.weight"]
+    assert np.array_equal(raw["layers"][0]["bias"], src[0].bias)
 
 
 def test_checkpoint_table_naming_arrays_nothing_refers_to(tmp_path):
@@ -275,7 +276,7 @@ def test_checkpoint_table_naming_arrays_nothing_refers_to(tmp_path):
     fluxjax.save(tmp_path / "ck", model())
     meta_file = tmp_path / "ck" / "0" / "meta" / "metadata"
     body = json.loads(json.loads(meta_file.read_text())["fluxjax"])
-    body["arrays"]["a9"] = {"dtype": "float64", "shape": [2**40], "sha256": "0" * 64}
+    body["arrays"]["a9"] = {"dtype": "float64", "shape": [2**40], "checksum": "0" * 24}
     text = json.dumps(body)
     meta_file.write_text(json.dumps({"fluxjax": text, "sha256": hashlib.sha256(text.encode()).hexdigest()}))
     refused(lambda m, p: fluxjax.load(p, m), tmp_path / "ck", r"ck.*(do not match the metadata|disagree).*a9")
