@@ -88,7 +88,9 @@ def onehot(x: Any, labels: Any, default: Any = _MISSING) -> jax.Array:
     when no default is given.
 
     >>> onehot(20, range(10, 40, 10))          # [False, True, False]
+    Array([False,  True, False], dtype=bool)
     >>> onehot(40, (10, 20, 30), 20)           # [False, True, False]
+    Array([False,  True, False], dtype=bool)
     """
     labs = _labels_list(labels)
     imap = _index_map(labs)
@@ -126,7 +128,13 @@ def onehotbatch(data: Any, labels: Any, default: Any = _MISSING) -> jax.Array:
     `jax.jit` (traced numeric `data`) a missing value without default gives an all-false column.
 
     >>> onehotbatch([20, 10], range(10, 40, 10))    # [[F, T], [T, F], [F, F]]
+    Array([[False,  True],
+           [ True, False],
+           [False, False]], dtype=bool)
     >>> onehotbatch("abc", "abc")                   # eye(3)
+    Array([[ True, False, False],
+           [False,  True, False],
+           [False, False,  True]], dtype=bool)
     """
     labs = _labels_list(labels)
     n = len(labs)
@@ -189,8 +197,11 @@ def onecold(y: Any, labels: Any = None) -> Any:
     Under `jax.jit` it returns traced indices (labels must be numeric).
 
     >>> onecold(jnp.array([1, 2, 5, 3.0]))                       # 2
+    2
     >>> onecold(jnp.array([[1, 20, 5], [2, 7, 6], [3, 9, 10], [2, 1, 14]]))   # [2, 0, 3]
+    Array([2, 0, 3], dtype=int32)
     >>> onecold(jnp.array([1, 2, 5, 3.0]), "ABCD")               # 'C'
+    'C'
     """
     y = jnp.asarray(y)
     if y.ndim == 0:
@@ -247,6 +258,8 @@ def batch(xs: Any) -> Any:
     observations give the same container of batches.
 
     >>> batch([jnp.array([1, 2]), jnp.array([3, 4])])   # [[1, 3], [2, 4]]
+    Array([[1, 3],
+           [2, 4]], dtype=int32)
     """
     xs = list(xs)
     if not xs:
@@ -264,6 +277,7 @@ def unbatch(x: Any) -> list:
     """Split an array along its last axis into a list of observations (MLUtils.unbatch).
 
     >>> unbatch(jnp.array([[1, 3], [2, 4]]))            # [array([1, 2]), array([3, 4])]
+    [Array([1, 2], dtype=int32), Array([3, 4], dtype=int32)]
     """
     x = jnp.asarray(x)
     if x.ndim == 0:
@@ -348,7 +362,11 @@ class DataLoader:
 
     >>> X = np.arange(10).reshape(5, 2).T              # Julia's reshape(0:9, 2, 5)
     >>> [b.shape for b in DataLoader(X, batchsize=2)]  # [(2, 2), (2, 2), (2, 1)]
+    [(2, 2), (2, 2), (2, 1)]
     >>> for x, y in DataLoader((X, np.arange(5)), batchsize=2, shuffle=True): ...
+    Ellipsis
+    Ellipsis
+    Ellipsis
     """
 
     def __init__(

@@ -369,6 +369,9 @@ def identity_init(*dims: int, rng: RNG = None, gain: float = 1.0, shift: int | t
     `rng` is accepted and ignored (the result is not random).
 
     >>> identity_init(3, 3, gain=3.0)     # 3 * eye(3)
+    Array([[3., 0., 0.],
+           [0., 3., 0.],
+           [0., 0., 3.]], dtype=float32)
     """
     dims, rng = _split_args(dims, rng)
     if not dims:
@@ -434,7 +437,11 @@ def create_bias(weight: Any, bias: Any, *dims: int) -> Any:
     - `False`: `False` (no bias; the layer adds nothing and it gets no gradient).
     - an array: checked to have shape `dims` (else `DimensionMismatch`, a `ValueError`) and cast to the weight's dtype.
 
-    >>> create_bias(w, True, 3)           # zeros(3)
+    >>> w = jnp.ones((3, 2), dtype=jnp.float16)
+    >>> create_bias(w, True, 3)           # zeros(3), in the weight's dtype
+    Array([0., 0., 0.], dtype=float16)
+    >>> create_bias(w, False, 3)
+    False
     """
     shape = _dims_of(dims)
     dtype = jnp.asarray(weight).dtype

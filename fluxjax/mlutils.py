@@ -80,6 +80,7 @@ def unstack(xs: Any, dims: int) -> list[jax.Array]:
     `jnp.stack(slices, axis=dims)`.
 
     >>> unstack(jnp.array([[1, 3, 5, 7], [2, 4, 6, 8]]), dims=1)   # [[1, 2], [3, 4], [5, 6], [7, 8]]
+    [Array([1, 2], dtype=int32), Array([3, 4], dtype=int32), Array([5, 6], dtype=int32), Array([7, 8], dtype=int32)]
     """
     xs = jnp.asarray(xs)
     ax = _axis(dims, xs.ndim, "unstack")
@@ -157,6 +158,7 @@ def rpad_constant(x: Any, n: int | Sequence[int], val: Any = 0, dims: int | Sequ
     (one int for all, or one per axis); an axis already that long is left alone. MLUtils' `rpad_constant`.
 
     >>> rpad_constant(jnp.array([1, 2]), 4, -1)     # [1, 2, -1, -1]
+    Array([ 1,  2, -1, -1], dtype=int32)
     >>> rpad_constant(jnp.array([[1, 2], [3, 4]]), 4, dims=0).shape
     (4, 2)
     """
@@ -185,6 +187,7 @@ def batchseq(seqs: Sequence[Any], val: Any = 0) -> list[jax.Array]:
     every element is a batch of `N`, short sequences padded with `val`; MLUtils' `batchseq`.
 
     >>> batchseq([jnp.array([1, 2, 3]), jnp.array([4, 5])], 0)    # [[1, 4], [2, 5], [3, 0]]
+    [Array([1, 4], dtype=int32), Array([2, 5], dtype=int32), Array([3, 0], dtype=int32)]
     """
     xs = [_as_seq(x) for x in seqs]
     if not xs:
@@ -213,6 +216,9 @@ def batch_sequence(seqs: Sequence[Any], pad: Any = 0) -> jax.Array:
     `pad` at the end; MLUtils' `batch_sequence`.
 
     >>> batch_sequence([jnp.array([1, 2, 3]), jnp.array([10, 20])])   # [[1, 10], [2, 20], [3, 0]]
+    Array([[ 1, 10],
+           [ 2, 20],
+           [ 3,  0]], dtype=int32)
     """
     xs = [jnp.asarray(x) for x in seqs]
     if not xs:
@@ -329,7 +335,11 @@ def splitobs(data: Any, at: Any, *, shuffle: bool = False, rng: Any = None, stra
     - `stratified`: a label per observation; each label's observations are split in the same proportions.
 
     >>> splitobs(100, at=0.7)              # (range(0, 70), range(70, 100))
-    >>> train, test = splitobs((X, Y), at=0.8, shuffle=True)
+    (range(0, 70), range(70, 100))
+    >>> X, Y = jnp.arange(20.0).reshape(2, 10), jnp.arange(10)
+    >>> (xtr, ytr), (xte, yte) = splitobs((X, Y), at=0.8, shuffle=True)
+    >>> xtr.shape, yte.shape
+    ((2, 8), (2,))
     """
     if isinstance(data, (int, np.integer)) and not isinstance(data, bool):
         return tuple(_split_sizes(int(data), at))
@@ -460,6 +470,7 @@ def kfolds(data: Any, k: int = 5, *, shuffle: bool = False, rng: Any = None) -> 
     (`shuffle=True` permutes the observations first, `rng` as in `shuffleobs`).
 
     >>> kfolds(10, 5)[1]       # [range(0, 2), range(2, 4), range(4, 6), range(6, 8), range(8, 10)]
+    [range(0, 2), range(2, 4), range(4, 6), range(6, 8), range(8, 10)]
     """
     if isinstance(data, (int, np.integer)) and not isinstance(data, bool):
         return _kfold_indices(int(data), int(k))
@@ -487,6 +498,7 @@ def topk(x: Any, k: int, dims: int = 0, rev: bool = True) -> tuple[jax.Array, ja
     their order. The gradient flows through the values to the selected entries.
 
     >>> topk(jnp.array([5, 1, 4, 2, 3]), 3)     # ([5, 4, 3], [0, 2, 4])
+    (Array([5, 4, 3], dtype=int32), Array([0, 2, 4], dtype=int32))
     """
     x = jnp.asarray(x)
     ax = _axis(dims, x.ndim, "topk")

@@ -118,6 +118,7 @@ class BatchNorm:
     ```python
     >>> BatchNorm(3)(jnp.ones((4, 4, 3, 2))).shape
     (4, 4, 3, 2)
+
     ```
     """
 
@@ -271,6 +272,7 @@ class LayerNorm:
     >>> m = LayerNorm(4)
     >>> m(jnp.ones((4, 7))).shape, m.diag.scale.shape
     ((4, 7), (4,))
+
     ```
     """
 
@@ -326,6 +328,10 @@ class Dropout:
 
     ```python
     >>> trainmode_(Dropout(0.5))(jnp.ones((3, 2)))   # entries 0.0 or 2.0
+    Array([[2., 2.],
+           [0., 2.],
+           [2., 2.]], dtype=float32)
+
     ```
     """
 

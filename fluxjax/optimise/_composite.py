@@ -205,6 +205,7 @@ class MixedPrecision(Rule):
     >>> opt_state = setup(MixedPrecision(Adam(1e-3)), x)
     >>> opt_state.state.xT.dtype
     dtype('float32')
+
     ```
     """
 

@@ -64,9 +64,11 @@ def setup(rule: optax.GradientTransformation, model: Any) -> Any:
     """The optimiser state tree for `model` (Optimisers.jl's `setup`).
 
     ```python
+    >>> model = Chain(Dense(2, 3))
     >>> opt_state = setup(Adam(0.01), model)
     >>> opt_state.layers[0].weight
     Leaf(Adam(eta=0.01, beta=(0.9, 0.999), epsilon=1e-08))
+
     ```
     A plain optax transformation (`optax.clip_by_global_norm`, `optax.MultiSteps`, `optax.masked`, ...,
     or a rule chained with one) gets a `TreeState`: one optax state for the whole tree of trainable

@@ -21,8 +21,10 @@ def gradient(f: Callable, *args) -> Any:
     ```python
     >>> gradient(lambda x: 3 * x**2 + 2 * x + 1, 5.0)
     (Array(32., dtype=float32),)
-    >>> gradient(lambda m: mse(m(x), y), model)[0].layers[0].weight.shape
+    >>> model, x, y = Chain(Dense(2, 3)), jnp.ones((2, 5)), jnp.zeros((3, 5))
+    >>> gradient(lambda m: Flux.mse(m(x), y), model)[0].layers[0].weight.shape
     (3, 2)
+
     ```
     With `ps = params(model)` and a zero-argument `f`, returns `Grads` indexed by parameter arrays.
     Flux's `gradient(f, adtype, args...)` works too: `AutoZygote()`, `AutoEnzyme()` and `AutoMooncake()`
@@ -179,7 +181,10 @@ def pushforward(f: Callable, *args) -> Callable:
 
     ```python
     >>> pushforward(lambda x: jnp.sin(jnp.cos(x)), 0.5)(1.0)   # -cos(cos(0.5)) * sin(0.5)
+    Array(-0.3064, dtype=float32)
     >>> pushforward(lambda x, y: x * y, 2.0, 3.0)(1.0, 0.0)    # 3.0
+    Array(3., dtype=float32)
+
     ```
     Each `dx` has the structure of its `x` (numbers for numbers, arrays of the same shape, pytrees
     alike); `None` is a zero tangent. Nests with itself and with `gradient`.
