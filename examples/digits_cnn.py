@@ -12,10 +12,10 @@ e.g. a TPU pod slice): it calls `parallel.initialize()` and each process trains 
 """
 
 import argparse
+import importlib.util
 import time
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 from sklearn.datasets import load_digits
 
@@ -29,6 +29,8 @@ parser.add_argument("--batchsize", type=int, default=64)
 parser.add_argument("--devices", default=None,
                     help="'all', a number, or 'distributed' (every device of a jax.distributed job): "
                          "data parallel over those devices (default: one device)")
+parser.add_argument("--plot", default="digits_cnn_curves.png",
+                    help="where to save the loss/accuracy curves as a PNG, if matplotlib is installed ('' for none)")
 args = parser.parse_args()
 if args.devices == "distributed":
     parallel.initialize()  # before any array; TPU pods, SLURM, Open MPI: nothing else to give
@@ -72,20 +74,38 @@ def loss(m, x, y):
     return logitcrossentropy(m(x), y)
 
 
-@Flux.jit
 def accuracy(m, x, y):
-    return jnp.mean(jnp.argmax(m(x), axis=0) == jnp.argmax(y, axis=0))
+    return Flux.accuracy(m, [(x, y)])  # the model-zoo's mean(onecold(m(x)) .== onecold(y))
 
 
 t0 = time.time()
+curves = {"epoch": [], "loss": [], "train": [], "test": []}
 for epoch in range(1, args.epochs + 1):
     Flux.train_(loss, model, loader, opt_state, mesh=mesh)
     Flux.testmode_(model)  # train_ leaves BatchNorm and Dropout in train mode, as Flux's train!
-    tr, te = accuracy(model, x_train, y_train), accuracy(model, x_test, y_test)
-    print(f"epoch {epoch:2d}  loss {float(loss(model, x_train, y_train)):.4f}  "
-          f"train acc {float(tr):.3f}  test acc {float(te):.3f}  ({time.time() - t0:.1f} s)")
+    tr, te, lo = accuracy(model, x_train, y_train), accuracy(model, x_test, y_test), float(loss(model, x_train, y_train))
+    for k, v in zip(curves, (epoch, lo, tr, te)):
+        curves[k].append(v)
+    print(f"epoch {epoch:2d}  loss {lo:.4f}  train acc {tr:.3f}  test acc {te:.3f}  ({time.time() - t0:.1f} s)")
 
-final = float(accuracy(model, x_test, y_test))
+if args.plot and importlib.util.find_spec("matplotlib") is not None:  # optional: pip install fluxjax[plot]
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(7, 2.6), dpi=80)
+    ax1.plot(curves["epoch"], curves["loss"], marker=".")
+    ax1.set(xlabel="epoch", ylabel="training loss", yscale="log")
+    ax2.plot(curves["epoch"], curves["train"], marker=".", label="train")
+    ax2.plot(curves["epoch"], curves["test"], marker=".", label="test")
+    ax2.set(xlabel="epoch", ylabel="accuracy")
+    ax2.legend()
+    fig.tight_layout()
+    fig.savefig(args.plot)
+    print(f"saved the curves to {args.plot}")
+
+final = accuracy(model, x_test, y_test)
 print(f"final test accuracy: {final:.1%}")
 assert final >= 0.95, "expected at least 95% test accuracy"
 jax.block_until_ready(model[0].weight)

@@ -131,6 +131,7 @@ from .losses import poisson_loss as poisson_loss
 from .losses import siamese_contrastive_loss as siamese_contrastive_loss
 from .losses import squared_hinge_loss as squared_hinge_loss
 from .losses import tversky_loss as tversky_loss
+from .metrics import accuracy as accuracy
 from .mlutils import batch_sequence as batch_sequence
 from .mlutils import batchseq as batchseq
 from .mlutils import chunk as chunk

@@ -162,9 +162,16 @@ def save(path: str | os.PathLike, model: Any, opt_state: Any = None, step: int |
     parameters, BatchNorm statistics, RNG keys (raw or typed) and optimiser state.
 
     ```python
-    >>> fluxjax.save("ckpt", model, opt_state, step=100)
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "ckpt")
+    >>> model = Chain(Dense(2, 3))
+    >>> opt_state = setup(Adam(), model)
+    >>> fluxjax.save(path, model, opt_state, step=100)
     100
-    >>> model, opt_state, step = fluxjax.load("ckpt", model, opt_state)
+    >>> model, opt_state, step = fluxjax.load(path, model, opt_state)
+    >>> step
+    100
+
     ```
     """
     path = os.fspath(path)
@@ -509,8 +516,19 @@ def load(path: str | os.PathLike, model: Any = None, opt_state: Any = None, *, s
     everything (model and optimiser state) is loaded or nothing is.
 
     ```python
-    >>> model, opt_state, step = fluxjax.load("ckpt", model, opt_state)
-    >>> raw, _, _ = fluxjax.load("ckpt")          # raw["layers"][0]["weight"]
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "ckpt")
+    >>> model = Chain(Dense(2, 3))
+    >>> opt_state = setup(Adam(), model)
+    >>> fluxjax.save(path, model, opt_state, step=7)
+    7
+    >>> model, opt_state, step = fluxjax.load(path, model, opt_state)
+    >>> step
+    7
+    >>> raw, _, _ = fluxjax.load(path)
+    >>> raw["layers"][0]["weight"].shape
+    (3, 2)
+
     ```
     """
     path = os.fspath(path)

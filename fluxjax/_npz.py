@@ -109,7 +109,12 @@ def export_npz(path: str | os.PathLike, model: Any) -> None:
     them; use `export_safetensors`). A full disk raises `OSError` (`ENOSPC`) and leaves any old file as it was.
 
     ```python
-    >>> fluxjax.export_npz("model.npz", model)
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "model.npz")
+    >>> fluxjax.export_npz(path, Dense(2, 3))
+    >>> sorted(np.load(path).files)
+    ['bias', 'weight']
+
     ```
     """
     flat = flat_state(model)
@@ -129,7 +134,16 @@ def import_npz_(model: Any, path: str | os.PathLike) -> Any:
     for a missing one; on any error the model is unchanged. Returns `model`.
 
     ```python
-    >>> fluxjax.import_npz_(model, "model.npz")
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "model.npz")
+    >>> fluxjax.export_npz(path, Dense(jnp.ones((3, 2))))
+    >>> model = Dense(2, 3)
+    >>> _ = fluxjax.import_npz_(model, path)
+    >>> model.weight
+    Array([[1., 1.],
+           [1., 1.],
+           [1., 1.]], dtype=float32)
+
     ```
     """
     path = os.fspath(path)

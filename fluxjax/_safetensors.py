@@ -183,7 +183,12 @@ def export_safetensors(path: str | os.PathLike, model: Any, metadata: dict[str, 
     is the `(out, in)` matrix Flux's `m[1].weight` holds. `metadata` (str -> str) is stored in the header.
 
     ```python
-    >>> fluxjax.export_safetensors("model.safetensors", model)
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "model.safetensors")
+    >>> fluxjax.export_safetensors(path, Dense(2, 3))
+    >>> os.path.getsize(path) > 0
+    True
+
     ```
     """
     write_safetensors(path, flat_state(model), metadata)
@@ -194,7 +199,14 @@ def import_safetensors_(model: Any, path: str | os.PathLike) -> Any:
     shapes) into `model`, in place. Same validation and errors as `import_npz_`; returns `model`.
 
     ```python
-    >>> fluxjax.import_safetensors_(model, "model.safetensors")
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "model.safetensors")
+    >>> fluxjax.export_safetensors(path, Dense(jnp.ones((3, 2))))
+    >>> model = Dense(2, 3)
+    >>> _ = fluxjax.import_safetensors_(model, path)
+    >>> float(model.weight.sum())
+    6.0
+
     ```
     """
     path = os.fspath(path)

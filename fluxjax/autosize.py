@@ -68,6 +68,7 @@ def autosize(size: tuple, build: Callable[[Any], Any]) -> Any:
     Dense(980 => 245, relu)  # 240_345 parameters
     >>> m(jnp.ones((28, 28, 1, 32))).shape
     (10, 32)
+
     ```
     """
     sizes = input_sizes(size, (), "autosize")

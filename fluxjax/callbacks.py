@@ -82,6 +82,7 @@ def throttle(f: Callable, timeout: float, *, leading: bool = True, trailing: boo
     ...     time.sleep(0.3)
     >>> calls
     [0, 2]
+
     ```
     """
     if not timeout >= 0:
@@ -98,6 +99,7 @@ def patience(predicate: Callable[..., bool], wait: int) -> Callable[..., bool]:
     >>> trigger = Flux.patience(lambda: True, 3)
     >>> [trigger() for _ in range(4)]
     [False, False, True, True]
+
     ```
     """
     count = 0
@@ -125,6 +127,7 @@ def early_stopping(f: Callable, delay: int, *, distance: Callable = operator.sub
     >>> es = Flux.early_stopping(lambda: next(scores), 3)
     >>> [es() for _ in range(5)]   # 2.0 is the best; 2.5, 2.1 and 2.2 do not improve on it
     [False, False, False, False, True]
+
     ```
     """
     best_score = init_score
@@ -151,6 +154,7 @@ def plateau(f: Callable, width: int, *, distance: Callable = operator.sub, init_
     >>> trigger = Flux.plateau(lambda: next(scores), 2)
     >>> [trigger() for _ in range(4)]
     [False, False, False, True]
+
     ```
     """
     last_score = init_score

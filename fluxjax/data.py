@@ -87,8 +87,13 @@ def onehot(x: Any, labels: Any, default: Any = _MISSING) -> jax.Array:
     If `x` is not among `labels`, the position of `default` is used, or a `ValueError` is raised
     when no default is given.
 
+    ```python
     >>> onehot(20, range(10, 40, 10))          # [False, True, False]
+    Array([False,  True, False], dtype=bool)
     >>> onehot(40, (10, 20, 30), 20)           # [False, True, False]
+    Array([False,  True, False], dtype=bool)
+
+    ```
     """
     labs = _labels_list(labels)
     imap = _index_map(labs)
@@ -125,8 +130,17 @@ def onehotbatch(data: Any, labels: Any, default: Any = _MISSING) -> jax.Array:
     from `labels` maps to `default`, or raises `ValueError` when no default is given. Inside
     `jax.jit` (traced numeric `data`) a missing value without default gives an all-false column.
 
+    ```python
     >>> onehotbatch([20, 10], range(10, 40, 10))    # [[F, T], [T, F], [F, F]]
+    Array([[False,  True],
+           [ True, False],
+           [False, False]], dtype=bool)
     >>> onehotbatch("abc", "abc")                   # eye(3)
+    Array([[ True, False, False],
+           [False,  True, False],
+           [False, False,  True]], dtype=bool)
+
+    ```
     """
     labs = _labels_list(labels)
     n = len(labs)
@@ -188,9 +202,15 @@ def onecold(y: Any, labels: Any = None) -> Any:
     other labels. A NaN maximum in a vector raises `ValueError`, as OneHotArrays.jl.
     Under `jax.jit` it returns traced indices (labels must be numeric).
 
+    ```python
     >>> onecold(jnp.array([1, 2, 5, 3.0]))                       # 2
+    2
     >>> onecold(jnp.array([[1, 20, 5], [2, 7, 6], [3, 9, 10], [2, 1, 14]]))   # [2, 0, 3]
+    Array([2, 0, 3], dtype=int32)
     >>> onecold(jnp.array([1, 2, 5, 3.0]), "ABCD")               # 'C'
+    'C'
+
+    ```
     """
     y = jnp.asarray(y)
     if y.ndim == 0:
@@ -232,8 +252,11 @@ def flatten(x: Any) -> jax.Array:
     weights trained in Flux see the same features. Equals numpy's
     `np.reshape(x, (-1, N), order='F')`.
 
+    ```python
     >>> flatten(jnp.zeros((28, 28, 1, 5))).shape
     (784, 5)
+
+    ```
     """
     x = jnp.asarray(x)
     if x.ndim == 0:
@@ -246,7 +269,12 @@ def batch(xs: Any) -> Any:
     """Stack observations along a new last axis (MLUtils.batch). Tuples, named tuples and dicts of
     observations give the same container of batches.
 
+    ```python
     >>> batch([jnp.array([1, 2]), jnp.array([3, 4])])   # [[1, 3], [2, 4]]
+    Array([[1, 3],
+           [2, 4]], dtype=int32)
+
+    ```
     """
     xs = list(xs)
     if not xs:
@@ -263,7 +291,11 @@ def batch(xs: Any) -> Any:
 def unbatch(x: Any) -> list:
     """Split an array along its last axis into a list of observations (MLUtils.unbatch).
 
+    ```python
     >>> unbatch(jnp.array([[1, 3], [2, 4]]))            # [array([1, 2]), array([3, 4])]
+    [Array([1, 2], dtype=int32), Array([3, 4], dtype=int32)]
+
+    ```
     """
     x = jnp.asarray(x)
     if x.ndim == 0:
@@ -346,9 +378,16 @@ class DataLoader:
     - `collate`: `None` slices arrays; `False` yields lists of observations; `True` stacks a list of
       observations with :func:`batch`; a function is applied to the list of observations.
 
+    ```python
     >>> X = np.arange(10).reshape(5, 2).T              # Julia's reshape(0:9, 2, 5)
     >>> [b.shape for b in DataLoader(X, batchsize=2)]  # [(2, 2), (2, 2), (2, 1)]
+    [(2, 2), (2, 2), (2, 1)]
     >>> for x, y in DataLoader((X, np.arange(5)), batchsize=2, shuffle=True): ...
+    Ellipsis
+    Ellipsis
+    Ellipsis
+
+    ```
     """
 
     def __init__(

@@ -20,6 +20,14 @@ def functional(model: Any) -> tuple[dict, dict, Callable]:
     `jax.grad`, `jax.lax.scan`, with optax and orbax. `train=True/False` forces the mode of every
     layer (None keeps each layer's own `active` setting, automatic meaning test mode); `rng` (a key)
     feeds Dropout instead of the layers' own keys. `model` itself is never changed by `apply`.
+
+    >>> m = Chain(Dense(jnp.ones((1, 2))), BatchNorm(1))
+    >>> params, state, apply = functional(m)
+    >>> sorted(params), sorted(state)
+    (['layers[0].bias', 'layers[0].weight', 'layers[1].beta', 'layers[1].gamma'], ['layers[1].mu', 'layers[1].sigma2'])
+    >>> y, new_state = apply(params, state, jnp.ones((2, 3)), train=True)
+    >>> y.shape, new_state["layers[1].mu"]           # running mean 0.9 * 0 + 0.1 * 2
+    ((1, 3), Array([0.2], dtype=float32))
     """
     w = walk([model], paths=True)
     names = [p[2:] if p.startswith("0.") else p[1:] for p in w.paths]

@@ -28,6 +28,7 @@ def functor(x: Any) -> Any:
     ['bias', 'weight']
     >>> re({**ch, "bias": jnp.ones(3)}).bias
     Array([1., 1., 1.], dtype=float32)
+
     ```
     """
     if isinstance(x, type):

@@ -187,6 +187,8 @@ def glorot_uniform(*dims: int, rng: RNG = None, gain: float = 1.0) -> InitResult
     This is the default `init` of Dense, Conv and the recurrent layers.
 
     >>> w = glorot_uniform(3, 4)          # (3, 4) float32, |w| <= sqrt(6/7)
+    >>> w.shape, w.dtype, bool(jnp.all(jnp.abs(w) <= (6 / 7) ** 0.5))
+    ((3, 4), dtype('float32'), True)
     """
     dims, rng = _split_args(dims, rng)
     if not dims:
@@ -200,6 +202,8 @@ def glorot_normal(*dims: int, rng: RNG = None, gain: float = 1.0) -> InitResult:
     """Glorot (Xavier) normal: `randn(dims) * gain * sqrt(2 / (fan_in + fan_out))`.
 
     >>> w = glorot_normal(100, 400)       # std about sqrt(2/500)
+    >>> w.shape, round(float(w.std()) / (2 / 500) ** 0.5, 1)
+    ((100, 400), 1.0)
     """
     dims, rng = _split_args(dims, rng)
     if not dims:
@@ -215,6 +219,8 @@ def kaiming_uniform(*dims: int, rng: RNG = None, gain: float = math.sqrt(2)) -> 
     For a Dense weight `(out, in)` the fan-in is `in`, the second dim.
 
     >>> w = kaiming_uniform(100, 400)     # |w| <= sqrt(6/400)
+    >>> w.shape, bool(jnp.all(jnp.abs(w) <= (6 / 400) ** 0.5))
+    ((100, 400), True)
     """
     dims, rng = _split_args(dims, rng)
     if not dims:
@@ -228,6 +234,8 @@ def kaiming_normal(*dims: int, rng: RNG = None, gain: float = math.sqrt(2)) -> I
     """Kaiming (He) normal: `randn(dims) * gain / sqrt(fan_in)`.
 
     >>> w = kaiming_normal(100, 400)      # std about sqrt(2/400)
+    >>> w.shape, round(float(w.std()) / (2 / 400) ** 0.5, 1)
+    ((100, 400), 1.0)
     """
     dims, rng = _split_args(dims, rng)
     if not dims:
@@ -256,6 +264,8 @@ def truncated_normal(
     `mean` lies more than 2 std outside the bounds.
 
     >>> w = truncated_normal(100, 100)    # values in [-2, 2]
+    >>> w.shape, bool(jnp.all(jnp.abs(w) <= 2))
+    ((100, 100), True)
     """
     dims, rng = _split_args(dims, rng)
     if not dims:
@@ -280,6 +290,8 @@ def lecun_normal(*dims: int, rng: RNG = None, gain: float = 1.0) -> InitResult:
     The truncation bounds are Flux's defaults `lo=-2, hi=2`, in absolute units (not in std).
 
     >>> w = lecun_normal(1000, 10)        # std about sqrt(1/10)
+    >>> w.shape, round(float(w.std()) / (1 / 10) ** 0.5, 1)
+    ((1000, 10), 1.0)
     """
     dims, rng = _split_args(dims, rng)
     if not dims:
@@ -369,6 +381,9 @@ def identity_init(*dims: int, rng: RNG = None, gain: float = 1.0, shift: int | t
     `rng` is accepted and ignored (the result is not random).
 
     >>> identity_init(3, 3, gain=3.0)     # 3 * eye(3)
+    Array([[3., 0., 0.],
+           [0., 3., 0.],
+           [0., 0., 3.]], dtype=float32)
     """
     dims, rng = _split_args(dims, rng)
     if not dims:
@@ -434,7 +449,11 @@ def create_bias(weight: Any, bias: Any, *dims: int) -> Any:
     - `False`: `False` (no bias; the layer adds nothing and it gets no gradient).
     - an array: checked to have shape `dims` (else `DimensionMismatch`, a `ValueError`) and cast to the weight's dtype.
 
-    >>> create_bias(w, True, 3)           # zeros(3)
+    >>> w = jnp.ones((3, 2), dtype=jnp.float16)
+    >>> create_bias(w, True, 3)           # zeros(3), in the weight's dtype
+    Array([0., 0., 0.], dtype=float16)
+    >>> create_bias(w, False, 3)
+    False
     """
     shape = _dims_of(dims)
     dtype = jnp.asarray(weight).dtype

@@ -22,6 +22,7 @@ class KeyPath:
     KeyPath('a', 'b', 3, 'c', 4)
     >>> getkeypath(Chain(Dense(2, 3), Dense(3, 1)), KeyPath("layers", 1, "weight")).shape
     (1, 3)
+
     ```
     """
 

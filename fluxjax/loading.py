@@ -87,6 +87,7 @@ def state(x: Any) -> Any:
     ()
     >>> s["layers"][0]["weight"] is m[0].weight
     True
+
     ```
     """
     # iterative (an explicit stack, no recursion), so a model hundreds of layers deep works
@@ -412,6 +413,11 @@ def loadmodel_(dst: Any, src: Any, *, filter: Callable[[Any], bool] | None = Non
     ```python
     >>> dst = Chain(Dense(5, 2, tanh), Dense(2, 1))
     >>> loadmodel_(dst, Chain(Dense(5, 2, relu), Dense(2, 1, bias=False)))  # copies weights; zero bias
+    Chain(
+      Dense(5 => 2, tanh),                  # 12 parameters
+      Dense(2 => 1),                        # 3 parameters
+    )                   # Total: 4 arrays, 15 parameters, 60 bytes.
+
     ```
     """
     plan_load(dst, src, filter).commit()

@@ -56,8 +56,11 @@ def unsqueeze(x: Any = None, dims: int | None = None) -> Any:
     from the end as in `np.expand_dims`), MLUtils' `unsqueeze(x; dims)` with `dims` one less.
     `unsqueeze(dims=d)` with no array is the function `x -> unsqueeze(x, d)`, for a `Chain`.
 
+    ```python
     >>> unsqueeze(jnp.array([[1, 2], [3, 4]]), dims=1).shape     # Julia's unsqueeze([1 2; 3 4], dims=2)
     (2, 1, 2)
+
+    ```
     """
     if dims is None:
         raise TypeError("unsqueeze needs dims= (0-based): unsqueeze(x, dims=1) or unsqueeze(dims=1)")
@@ -79,7 +82,11 @@ def unstack(xs: Any, dims: int) -> list[jax.Array]:
     """The slices of `xs` along axis `dims` (0-based), MLUtils' `unstack(xs; dims)`; the inverse of
     `jnp.stack(slices, axis=dims)`.
 
+    ```python
     >>> unstack(jnp.array([[1, 3, 5, 7], [2, 4, 6, 8]]), dims=1)   # [[1, 2], [3, 4], [5, 6], [7, 8]]
+    [Array([1, 2], dtype=int32), Array([3, 4], dtype=int32), Array([5, 6], dtype=int32), Array([7, 8], dtype=int32)]
+
+    ```
     """
     xs = jnp.asarray(xs)
     ax = _axis(dims, xs.ndim, "unstack")
@@ -156,9 +163,13 @@ def rpad_constant(x: Any, n: int | Sequence[int], val: Any = 0, dims: int | Sequ
     """Pad `x` at the END of each axis in `dims` (0-based; default every axis) with `val` up to length `n`
     (one int for all, or one per axis); an axis already that long is left alone. MLUtils' `rpad_constant`.
 
+    ```python
     >>> rpad_constant(jnp.array([1, 2]), 4, -1)     # [1, 2, -1, -1]
+    Array([ 1,  2, -1, -1], dtype=int32)
     >>> rpad_constant(jnp.array([[1, 2], [3, 4]]), 4, dims=0).shape
     (4, 2)
+
+    ```
     """
     x = jnp.asarray(x)
     axes = list(range(x.ndim)) if dims is None else [dims] if isinstance(dims, (int, np.integer)) else list(dims)
@@ -184,7 +195,11 @@ def batchseq(seqs: Sequence[Any], val: Any = 0) -> list[jax.Array]:
     """Turn `N` sequences (observations, i.e. time steps, along the last axis) into one sequence whose
     every element is a batch of `N`, short sequences padded with `val`; MLUtils' `batchseq`.
 
+    ```python
     >>> batchseq([jnp.array([1, 2, 3]), jnp.array([4, 5])], 0)    # [[1, 4], [2, 5], [3, 0]]
+    [Array([1, 4], dtype=int32), Array([2, 5], dtype=int32), Array([3, 0], dtype=int32)]
+
+    ```
     """
     xs = [_as_seq(x) for x in seqs]
     if not xs:
@@ -212,7 +227,13 @@ def batch_sequence(seqs: Sequence[Any], pad: Any = 0) -> jax.Array:
     """Stack `N` sequences of sizes `(..., L_i)` into one array `(..., L_max, N)`, short ones padded with
     `pad` at the end; MLUtils' `batch_sequence`.
 
+    ```python
     >>> batch_sequence([jnp.array([1, 2, 3]), jnp.array([10, 20])])   # [[1, 10], [2, 20], [3, 0]]
+    Array([[ 1, 10],
+           [ 2, 20],
+           [ 3,  0]], dtype=int32)
+
+    ```
     """
     xs = [jnp.asarray(x) for x in seqs]
     if not xs:
@@ -328,8 +349,15 @@ def splitobs(data: Any, at: Any, *, shuffle: bool = False, rng: Any = None, stra
     - `shuffle=True` permutes the observations first (`rng` as in `shuffleobs`);
     - `stratified`: a label per observation; each label's observations are split in the same proportions.
 
+    ```python
     >>> splitobs(100, at=0.7)              # (range(0, 70), range(70, 100))
-    >>> train, test = splitobs((X, Y), at=0.8, shuffle=True)
+    (range(0, 70), range(70, 100))
+    >>> X, Y = jnp.arange(20.0).reshape(2, 10), jnp.arange(10)
+    >>> (xtr, ytr), (xte, yte) = splitobs((X, Y), at=0.8, shuffle=True)
+    >>> xtr.shape, yte.shape
+    ((2, 8), (2,))
+
+    ```
     """
     if isinstance(data, (int, np.integer)) and not isinstance(data, bool):
         return tuple(_split_sizes(int(data), at))
@@ -459,7 +487,11 @@ def kfolds(data: Any, k: int = 5, *, shuffle: bool = False, rng: Any = None) -> 
     folds one larger. With a data container: a list of `(train, val)` subsets, one pair per fold
     (`shuffle=True` permutes the observations first, `rng` as in `shuffleobs`).
 
+    ```python
     >>> kfolds(10, 5)[1]       # [range(0, 2), range(2, 4), range(4, 6), range(6, 8), range(8, 10)]
+    [range(0, 2), range(2, 4), range(4, 6), range(6, 8), range(8, 10)]
+
+    ```
     """
     if isinstance(data, (int, np.integer)) and not isinstance(data, bool):
         return _kfold_indices(int(data), int(k))
@@ -486,7 +518,11 @@ def topk(x: Any, k: int, dims: int = 0, rev: bool = True) -> tuple[jax.Array, ja
     positions along it, largest first; `rev=False` gives the `k` smallest (MLUtils' `topk`). Ties keep
     their order. The gradient flows through the values to the selected entries.
 
+    ```python
     >>> topk(jnp.array([5, 1, 4, 2, 3]), 3)     # ([5, 4, 3], [0, 2, 4])
+    (Array([5, 4, 3], dtype=int32), Array([0, 2, 4], dtype=int32))
+
+    ```
     """
     x = jnp.asarray(x)
     ax = _axis(dims, x.ndim, "topk")

@@ -21,12 +21,27 @@ def _set_mode(m: Any, mode) -> Any:
 
 
 def trainmode_(m: Any, mode: bool | str = True) -> Any:
-    """Put every Dropout/BatchNorm/... in `m` in train mode (Flux's `trainmode!`)."""
+    """Put every Dropout/BatchNorm/... in `m` in train mode (Flux's `trainmode!`).
+
+    >>> m = Chain(Dense(2, 2), Dropout(0.5))
+    >>> _ = trainmode_(m)
+    >>> m.layers[1].active
+    True
+    """
     return testmode_(m, "auto" if mode == "auto" else not mode)
 
 
 def testmode_(m: Any, mode: bool | str | None = True) -> Any:
-    """Test mode (`True`), train mode (`False`) or automatic (`"auto"`/`None`), recursively."""
+    """Test mode (`True`), train mode (`False`) or automatic (`"auto"`/`None`), recursively.
+
+    >>> m = Chain(Dense(2, 2), Dropout(0.5))
+    >>> _ = testmode_(m)
+    >>> m.layers[1].active
+    False
+    >>> _ = testmode_(m, "auto")
+    >>> m.layers[1].active is None                   # automatic: active only inside a gradient
+    True
+    """
     if mode == "auto" or mode is None:
         return _set_mode(m, None)
     if not isinstance(mode, bool):

@@ -45,6 +45,7 @@ def outputsize(m: Any, inputsize: tuple, *more: tuple, padbatch: bool = False) -
     >>> m = Chain(Conv((3, 3), (3, 16)), Conv((3, 3), (16, 32)))
     >>> outputsize(m, (10, 10, 3), padbatch=True)
     (6, 6, 32, 1)
+
     ```
     """
     if isinstance(m, (list, tuple)):

@@ -85,6 +85,7 @@ class MultiHeadAttention:
     >>> y, a = mha(jnp.ones((64, 10, 32)), jnp.ones((64, 20, 32)))
     >>> y.shape, a.shape
     ((64, 10, 32), (20, 10, 8, 32))
+
     ```
     """
 

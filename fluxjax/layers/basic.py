@@ -38,6 +38,7 @@ class Dense:
     >>> d = Dense(5, 2)
     >>> d(jnp.ones((5, 64))).shape
     (2, 64)
+
     ```
     """
 
@@ -102,6 +103,7 @@ class Chain:
     >>> m = Chain(Dense(10, 5, relu), Dense(5, 2))
     >>> m(jnp.ones((10, 3))).shape
     (2, 3)
+
     ```
     """
 

@@ -176,6 +176,7 @@ class Parallel(_Indexed):
     >>> p = Parallel(operator.add, Dense(10, 2, jnp.tanh), Dense(5, 2))
     >>> p(jnp.ones(10), jnp.ones(5)).shape
     (2,)
+
     ```
     """
 
@@ -223,6 +224,7 @@ class PairwiseFusion(_Indexed):
     >>> m = PairwiseFusion(lambda a, b: jnp.concatenate([a, b]), Dense(2, 3), Dense(5, 1))
     >>> [y.shape for y in m(jnp.ones(2), jnp.ones(2))]
     [(3,), (1,)]
+
     ```
     """
 
@@ -263,6 +265,7 @@ class SkipConnection:
     >>> m = SkipConnection(Dense(2, 2), operator.add)
     >>> m(jnp.ones((2, 5))).shape
     (2, 5)
+
     ```
     """
 
@@ -296,6 +299,7 @@ class Maxout:
     >>> m = Maxout(lambda: Dense(5, 7, jnp.tanh), 3)
     >>> m(jnp.ones((5, 11))).shape
     (7, 11)
+
     ```
     """
 

@@ -35,6 +35,7 @@ class SamePad:
     ```python
     >>> Conv((2, 2), (3, 7), pad=SamePad())
     Conv((2, 2), 3 => 7, pad=(1, 0, 1, 0))  # 91 parameters
+
     ```
     """
 
@@ -223,6 +224,7 @@ class Conv:
     ```python
     >>> Conv((5, 5), (3, 7), relu)(jnp.ones((100, 100, 3, 50))).shape
     (96, 96, 7, 50)
+
     ```
     """
 
@@ -285,6 +287,7 @@ class ConvTranspose:
     ```python
     >>> ConvTranspose((5, 5), (3, 7), stride=2)(jnp.ones((100, 100, 3, 50))).shape
     (203, 203, 7, 50)
+
     ```
     """
 
@@ -363,6 +366,7 @@ class CrossCor:
     ```python
     >>> CrossCor((5, 5), (3, 6), relu, bias=False)(jnp.ones((100, 100, 3, 50))).shape
     (96, 96, 6, 50)
+
     ```
     """
 
@@ -418,6 +422,7 @@ def DepthwiseConv(
     ```python
     >>> DepthwiseConv((5, 5), (3, 6), relu, bias=False)
     Conv((5, 5), 3 => 6, relu, groups=3, bias=false)  # 150 parameters
+
     ```
     """
     if is_array(a):

@@ -68,6 +68,7 @@ class Bilinear:
     >>> B = Bilinear((5, 5), 7)
     >>> B(jnp.ones((5, 32))).shape
     (7, 32)
+
     ```
     """
 
@@ -160,6 +161,7 @@ class Scale:
     >>> Scale(2)(jnp.array([[1.0, 2.0]]))       # (2,) .* (1, 2)
     Array([[1., 2.],
            [1., 2.]], dtype=float32)
+
     ```
     """
 
@@ -238,6 +240,7 @@ class Embedding:
     >>> e = Embedding(26, 4)
     >>> e(jnp.array([[2, 0, 19], [3, 3, 1]])).shape
     (4, 2, 3)
+
     ```
     """
 

@@ -67,6 +67,10 @@ class EmbeddingBag:
     ```python
     >>> eb = EmbeddingBag(26, 3, init=identity_init(gain=100))
     >>> eb([[2, 0, 2], [1, 0]])      # two bags: [[33.33, 50], [0, 50], [66.67, 0]]
+    Array([[33.3333, 50.      ],
+           [ 0.      , 50.      ],
+           [66.6667 ,  0.      ]], dtype=float32)
+
     ```
     """
 

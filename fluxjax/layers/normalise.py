@@ -118,6 +118,7 @@ class BatchNorm:
     ```python
     >>> BatchNorm(3)(jnp.ones((4, 4, 3, 2))).shape
     (4, 4, 3, 2)
+
     ```
     """
 
@@ -181,6 +182,11 @@ class InstanceNorm:
     `InstanceNorm(chs, λ=identity; affine=False, track_stats=False, active=None, eps=1e-5,
     momentum=0.1)`. With `track_stats`, the running statistics average the per-instance ones over the
     batch, with the variance corrected by `n/(n-1)` (n = spatial size).
+
+    >>> x = jnp.arange(12.0).reshape(3, 2, 2)           # (W, C, N)
+    >>> y = InstanceNorm(2)(x)
+    >>> y[:, 0, 0]                                      # each channel of each sample normalised
+    Array([-1.2247,  0.       ,  1.2247], dtype=float32)
     """
 
     def __init__(self, chs: int, sigma: Callable = identity, *, init_beta=zeros32, init_gamma=ones32,
@@ -219,7 +225,13 @@ class InstanceNorm:
 @layer(trainable=("beta", "gamma"))
 class GroupNorm:
     """Group normalisation: statistics over the spatial axes and each contiguous block of `chs ÷ G`
-    channels, per sample. `GroupNorm(chs, G, λ=identity; affine=True, eps=1e-5)`. No running stats."""
+    channels, per sample. `GroupNorm(chs, G, λ=identity; affine=True, eps=1e-5)`. No running stats.
+
+    >>> x = jnp.arange(16.0).reshape(1, 1, 4, 4)        # (W, H, C, N): 4 channels in 2 groups
+    >>> y = GroupNorm(4, 2)(x)
+    >>> y.shape, round(float(y[..., :2, 0].mean()), 4), round(float(y[..., :2, 0].std()), 4)
+    ((1, 1, 4, 4), 0.0, 1.0)
+    """
 
     def __init__(self, chs: int, G: int, sigma: Callable = identity, *, init_beta=zeros32, init_gamma=ones32,
                  affine: bool = True, active: bool | None = None, eps: float = 1e-5, momentum: float = 0.1):
@@ -271,6 +283,7 @@ class LayerNorm:
     >>> m = LayerNorm(4)
     >>> m(jnp.ones((4, 7))).shape, m.diag.scale.shape
     ((4, 7), (4,))
+
     ```
     """
 
@@ -326,6 +339,10 @@ class Dropout:
 
     ```python
     >>> trainmode_(Dropout(0.5))(jnp.ones((3, 2)))   # entries 0.0 or 2.0
+    Array([[2., 2.],
+           [0., 2.],
+           [2., 2.]], dtype=float32)
+
     ```
     """
 
@@ -363,7 +380,16 @@ _ALPHA_PRIME = -1.7580993408473766
 @layer(trainable=(), state=("rng",))
 class AlphaDropout:
     """Dropout for SELU networks, keeping mean and variance: `y = A·ifelse(u > p, x, α′) + B` with
-    `α′ = -1.7580993408473766`, `A = 1/sqrt((1-p)(1+p·α′²))`, `B = -A·α′·p`. `AlphaDropout(p; rng, active)`."""
+    `α′ = -1.7580993408473766`, `A = 1/sqrt((1-p)(1+p·α′²))`, `B = -A·α′·p`. `AlphaDropout(p; rng, active)`.
+
+    >>> d = AlphaDropout(0.5)
+    >>> x = jnp.arange(4.0)
+    >>> bool(jnp.all(d(x) == x))                       # identity outside a gradient (test mode)
+    True
+    >>> y = trainmode_(d)(x)
+    >>> y.shape
+    (4,)
+    """
 
     def __init__(self, p: float, *, rng=None, active: bool | None = None):
         _check_p("AlphaDropout", p)

@@ -52,6 +52,7 @@ class MaxPool(_Pool):
     ```python
     >>> MaxPool((2, 2))(jnp.ones((10, 10, 3, 2))).shape
     (5, 5, 3, 2)
+
     ```
     """
 
@@ -70,6 +71,7 @@ class MeanPool(_Pool):
     ```python
     >>> MeanPool((2, 2))(jnp.ones((10, 10, 3, 2))).shape
     (5, 5, 3, 2)
+
     ```
     """
 
@@ -95,6 +97,7 @@ class GlobalMaxPool:
     ```python
     >>> GlobalMaxPool()(jnp.ones((100, 100, 3, 50))).shape
     (1, 1, 3, 50)
+
     ```
     """
 
@@ -113,6 +116,7 @@ class GlobalMeanPool:
     ```python
     >>> GlobalMeanPool()(jnp.ones((100, 100, 3, 50))).shape
     (1, 1, 3, 50)
+
     ```
     """
 
@@ -155,6 +159,7 @@ class AdaptiveMaxPool(_Adaptive):
     ```python
     >>> AdaptiveMaxPool((25, 25))(jnp.ones((100, 100, 3, 50))).shape
     (25, 25, 3, 50)
+
     ```
     """
 
@@ -173,6 +178,7 @@ class AdaptiveMeanPool(_Adaptive):
     ```python
     >>> AdaptiveMeanPool((25, 25))(jnp.ones((100, 100, 3, 50))).shape
     (25, 25, 3, 50)
+
     ```
     """
 

@@ -244,6 +244,7 @@ class RNN(_CellSequence):
     >>> rnn = RNN(4, 6)             # RNN(4 => 6, tanh)  # 66 parameters
     >>> rnn(jnp.ones((4, 3, 5))).shape
     (6, 3, 5)
+
     ```
     """
 
@@ -268,6 +269,7 @@ class LSTM(_CellSequence):
     >>> lstm = LSTM(2, 3)           # LSTM(2 => 3)  # 72 parameters
     >>> lstm(jnp.ones((2, 4, 5))).shape
     (3, 4, 5)
+
     ```
     """
 
@@ -287,6 +289,7 @@ class GRU(_CellSequence):
     ```python
     >>> GRU(2, 3)(jnp.ones((2, 4))).shape
     (3, 4)
+
     ```
     """
 
@@ -306,6 +309,7 @@ class GRUv3(_CellSequence):
     ```python
     >>> GRUv3(2, 3)(jnp.ones((2, 4, 5))).shape
     (3, 4, 5)
+
     ```
     """
 
@@ -325,6 +329,7 @@ class Recurrence(_SequenceLayer):
     >>> rnn = Recurrence(RNNCell(2, 3))
     >>> rnn(jnp.ones((2, 3, 4))).shape
     (3, 3, 4)
+
     ```
     """
 

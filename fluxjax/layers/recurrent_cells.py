@@ -134,6 +134,7 @@ def initialstates(m: Any) -> Any:
     ```python
     >>> initialstates(RNNCell(3, 5)).shape
     (5,)
+
     ```
     """
     f = getattr(m, "initialstates", None)
@@ -237,6 +238,7 @@ class RNNCell(_Cell):
     >>> y, h = r(jnp.ones((3, 4)))
     >>> y.shape
     (5, 4)
+
     ```
     """
 
@@ -295,6 +297,7 @@ class LSTMCell(_Cell):
     >>> y, (h, c) = l(jnp.ones((3, 4)))
     >>> y.shape
     (5, 4)
+
     ```
     """
 
@@ -374,6 +377,7 @@ class GRUCell(_Cell):
     >>> y, h = g(jnp.ones((3, 4)))
     >>> h.shape
     (5, 4)
+
     ```
     """
 
@@ -435,6 +439,7 @@ class GRUv3Cell(_Cell):
     >>> g = GRUv3Cell(3, 5)         # GRUv3Cell(3 => 5)  # 160 parameters
     >>> g(jnp.ones(3))[0].shape
     (5,)
+
     ```
     """
 

@@ -54,6 +54,7 @@ class Upsample:
     (4, 6, 1, 1)
     >>> Upsample("bilinear", size=(4, 5))(jnp.ones((2, 2, 1, 1))).shape
     (4, 5, 1, 1)
+
     ```
     """
 
@@ -113,6 +114,7 @@ class PixelShuffle:
     ```python
     >>> PixelShuffle(3)(jnp.ones((3, 4, 18, 3))).shape
     (9, 12, 2, 3)
+
     ```
     """
 

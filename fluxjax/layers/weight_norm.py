@@ -33,6 +33,7 @@ class WeightNorm:
     >>> wn = WeightNorm(Dense(3, 2))      # g has shape (2, 1)
     >>> wn(jnp.ones((3, 5))).shape
     (2, 5)
+
     ```
     """
 

@@ -56,6 +56,7 @@ def xlogy(x: Any, y: Any) -> jax.Array:
     """`x * log(y)`, and `0` where `x == 0` (even if `y == 0`), as `Flux.Losses.xlogy`.
 
     >>> xlogy(0.0, 0.0), xlogy(2.0, 3.0)   # (0.0, 2 log 3)
+    (Array(0., dtype=float32), Array(2.1972, dtype=float32))
     """
     x, y = _as_float(x, y)
     x, y = jnp.broadcast_arrays(x, y)
@@ -79,6 +80,7 @@ def xlogx(x: Any) -> jax.Array:
     """`x * log(x)`, and `0` at `x == 0` (the limit from above), as `Flux.Losses.xlogx`.
 
     >>> xlogx(0.0), xlogx(2.0)             # (0.0, 2 log 2)
+    (Array(0., dtype=float32), Array(1.3863, dtype=float32))
     """
     (x,) = _as_float(x)
     return _xlogx(x)

@@ -21,6 +21,7 @@ def ctc_loss(yhat: Any, y: Any) -> jax.Array:
     as NNlib; `jax.vmap` it for batches of equal-length sequences.
 
     >>> ctc_loss(jnp.array([[1., 2, 3], [2, 1, 1], [3, 3, 2]]), [0, 1])   # 3.6990738
+    Array(3.6991, dtype=float32)
     """
     yhat = jnp.asarray(yhat)
     if not jnp.issubdtype(yhat.dtype, jnp.floating):

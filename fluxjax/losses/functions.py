@@ -134,6 +134,7 @@ def mae(yhat: Any, y: Any, *, agg: Agg = jnp.mean) -> jax.Array:
     """Mean absolute error: `agg(abs(ŷ - y))`.
 
     >>> mae(jnp.array([1.1, 1.9, 3.1]), jnp.array([1.0, 2.0, 3.0]))   # 0.1
+    Array(0.1000, dtype=float32)
     """
     yhat, y = _prep(yhat, y)
     return _agg(agg)(_k_mae(yhat, y))
@@ -143,6 +144,7 @@ def mse(yhat: Any, y: Any, *, agg: Agg = jnp.mean) -> jax.Array:
     """Mean squared error: `agg(abs2(ŷ - y))` (works on complex values).
 
     >>> mse(jnp.array([1.1, 1.9, 3.1]), jnp.array([1.0, 2.0, 3.0]))   # 0.01
+    Array(0.01, dtype=float32)
     """
     yhat, y = _prep(yhat, y)
     return _agg(agg)(_k_mse(yhat, y))
@@ -152,6 +154,7 @@ def msle(yhat: Any, y: Any, *, agg: Agg = jnp.mean, eps: Any = None) -> jax.Arra
     """Mean squared logarithmic error: `agg(log((ŷ + eps) / (y + eps))^2)`.
 
     >>> msle(jnp.array([1.1, 2.2, 3.3]), jnp.array([1.0, 2.0, 3.0]))  # 0.009084041
+    Array(0.0091, dtype=float32)
     """
     yhat, y = _prep(yhat, y)
     e = _eps(yhat, eps)
@@ -164,6 +167,7 @@ def huber_loss(yhat: Any, y: Any, *, agg: Agg = jnp.mean, delta: float = 1.0) ->
     The branch mask carries no gradient, as in Flux.
 
     >>> huber_loss(jnp.array([0.9, 0.1]), jnp.array([1.0, 1.0]))   # mean(0.5 * [0.01, 0.81])
+    Array(0.2050, dtype=float32)
     """
     yhat, y = _prep(yhat, y)
     return _agg(agg)(_k_huber(yhat, y, _cast(yhat, delta)))
@@ -182,6 +186,8 @@ def label_smoothing(y: Any, alpha: float, *, dims: int | None = 0) -> Any:
     Porting note: Flux's `dims=0` (binary) is `dims=None` here, because `dims=0` is the first axis.
 
     >>> label_smoothing(jnp.array([[0.0], [1.0]]), 0.2)    # [[0.1], [0.9]]
+    Array([[0.1       ],
+           [0.9000]], dtype=float32)
     """
     if _is_concrete(alpha) and not (0 < alpha < 1):
         raise ValueError(f"label_smoothing: α must be between 0 and 1, got {alpha}")
@@ -206,6 +212,7 @@ def crossentropy(yhat: Any, y: Any, *, dims: Dims = 0, agg: Agg = jnp.mean, eps:
     `ŷ` should be probabilities (softmax output); prefer :func:`logitcrossentropy` on logits.
 
     >>> crossentropy(jnp.array([[0.1, 0.9], [0.9, 0.1]]), jnp.array([[0.0, 1.0], [1.0, 0.0]]))
+    Array(0.1054, dtype=float32)
     """
     yhat, y = _prep(yhat, y)
     _check_dims(yhat, dims)
@@ -219,6 +226,7 @@ def logitcrossentropy(yhat: Any, y: Any, *, dims: Dims = 0, agg: Agg = jnp.mean)
     Equals `crossentropy(softmax(ŷ), y)`, more stably.
 
     >>> logitcrossentropy(jnp.zeros((3, 2)), jnp.eye(3)[:, :2])   # log(3)
+    Array(1.0986, dtype=float32)
     """
     yhat, y = _prep(yhat, y)
     _check_dims(yhat, dims)
@@ -231,6 +239,7 @@ def binarycrossentropy(yhat: Any, y: Any, *, agg: Agg = jnp.mean, eps: Any = Non
     `y` may be a scalar label. Prefer :func:`logitbinarycrossentropy` on logits.
 
     >>> binarycrossentropy(jnp.array([0.1, 0.2, 0.9]), 1)   # -mean(log([0.1, 0.2, 0.9]))
+    Array(1.3391, dtype=float32)
     """
     yhat, y = _prep(yhat, y)
     e = _eps(yhat, eps)
@@ -243,6 +252,7 @@ def logitbinarycrossentropy(yhat: Any, y: Any, *, agg: Agg = jnp.mean) -> jax.Ar
     Equals `binarycrossentropy(sigmoid(ŷ), y, eps=0)`, more stably.
 
     >>> logitbinarycrossentropy(jnp.array([2.0, -1.0, 3.14159]), jnp.array([1, 0, 1]))  # 0.160832
+    Array(0.1608, dtype=float32)
     """
     yhat, y = _prep(yhat, y)
     return _agg(agg)(_k_logitbinarycrossentropy(yhat, y))
@@ -253,6 +263,7 @@ def kldivergence(yhat: Any, y: Any, *, dims: Dims = 0, agg: Agg = jnp.mean, eps:
     `agg(sum(xlogx(y); dims)) + crossentropy(ŷ, y; dims, agg, eps)`.
 
     >>> kldivergence(jnp.full((2, 2), 0.5), jnp.eye(2))     # log(2)
+    Array(0.6931, dtype=float32)
     """
     yhat, y = _prep(yhat, y)
     _check_dims(yhat, dims)
@@ -265,6 +276,7 @@ def poisson_loss(yhat: Any, y: Any, *, agg: Agg = jnp.mean) -> jax.Array:
     """Poisson loss: `agg(ŷ - xlogy(y, ŷ))`.
 
     >>> poisson_loss(jnp.array([0.4, 0.5, 0.6]), jnp.array([0.1, 0.2, 0.3]))  # 0.6278354
+    Array(0.6278, dtype=float32)
     """
     yhat, y = _prep(yhat, y)
     return _agg(agg)(_k_poisson(yhat, y))
@@ -274,6 +286,7 @@ def hinge_loss(yhat: Any, y: Any, *, agg: Agg = jnp.mean) -> jax.Array:
     """Hinge loss for labels in {-1, 1}: `agg(max(0, 1 - ŷ * y))`.
 
     >>> hinge_loss(jnp.array([0.1, 0.3, 1.0, 1.5]), jnp.array([1, -1, 1, 1]))   # 0.55
+    Array(0.5500, dtype=float32)
     """
     yhat, y = _prep(yhat, y)
     return _agg(agg)(_k_hinge(yhat, y))
@@ -283,6 +296,7 @@ def squared_hinge_loss(yhat: Any, y: Any, *, agg: Agg = jnp.mean) -> jax.Array:
     """Squared hinge loss: `agg(max(0, 1 - ŷ * y)^2)`.
 
     >>> squared_hinge_loss(jnp.array([0.1, 0.3, 1.0, 1.5]), jnp.array([1, -1, 1, 1]))  # 0.625
+    Array(0.6250, dtype=float32)
     """
     yhat, y = _prep(yhat, y)
     return _agg(agg)(_k_squared_hinge(yhat, y))
@@ -294,6 +308,7 @@ def dice_coeff_loss(yhat: Any, y: Any, *, smooth: float = 1.0) -> jax.Array:
     No `agg`, as in Flux.
 
     >>> dice_coeff_loss(jnp.array([1.1, 2.1, 3.1]), jnp.array([1.0, 2.0, 3.0]))  # 0.000992
+    Array(0.0010, dtype=float32)
     """
     yhat, y = _prep(yhat, y)
     return _k_dice(yhat, y, _cast(yhat, smooth))
@@ -307,6 +322,7 @@ def tversky_loss(yhat: Any, y: Any, *, beta: float = 0.7) -> jax.Array:
     No `agg`, as in Flux.
 
     >>> tversky_loss(jnp.array([0.0, 1.4, 0.5, 1.2]), jnp.array([1.0, 0.5, 0.3, 2.4]))  # -0.0677
+    Array(-0.0677, dtype=float32)
     """
     yhat, y = _prep(yhat, y)
     return _k_tversky(yhat, y, _cast(yhat, beta))
@@ -323,6 +339,7 @@ def binary_focal_loss(yhat: Any, y: Any, *, agg: Agg = jnp.mean, gamma: float = 
     `p_t = y ŷϵ + (1 - y)(1 - ŷϵ)`: `agg((1 - p_t)^γ * -log(p_t))`. `gamma=0` is binarycrossentropy.
 
     >>> binary_focal_loss(jnp.array([[0.6, 0.3], [0.4, 0.7]]), jnp.array([[1, 0], [0, 1]]))  # 0.0569
+    Array(0.0569, dtype=float32)
     """
     yhat, y = _prep(yhat, y)
     g, gint = _gamma(yhat, gamma)
@@ -335,6 +352,7 @@ def focal_loss(yhat: Any, y: Any, *, dims: Dims = 0, agg: Agg = jnp.mean, gamma:
 
     >>> focal_loss(jnp.array([[0.4, 0.2], [0.5, 0.5], [0.1, 0.3]]),
     ...            jnp.array([[1, 0], [0, 0], [0, 1]]))                  # 0.4599
+    Array(0.4599, dtype=float32)
     """
     yhat, y = _prep(yhat, y)
     _check_dims(yhat, dims)
@@ -348,6 +366,7 @@ def siamese_contrastive_loss(yhat: Any, y: Any, *, agg: Agg = jnp.mean, margin: 
     A negative `margin` raises `ValueError` (Flux throws `DomainError`).
 
     >>> siamese_contrastive_loss(jnp.array([0.6, 0.4, 0.1, 0.2, 0.7]), jnp.array([1, 0, 0, 1, 1]))  # 0.212
+    Array(0.2120, dtype=float32)
     """
     yhat, y = _prep(yhat, y)
     if _is_concrete(margin) and np.any(np.asarray(margin) < 0):

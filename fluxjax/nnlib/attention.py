@@ -15,6 +15,7 @@ before the softmax.
 >>> y, a = dot_product_attention(q, k, v, nheads=2)
 >>> y.shape, a.shape
 ((6, 5, 2), (7, 5, 2, 2))
+
 ```
 """
 
@@ -142,6 +143,9 @@ def make_causal_mask(x: jax.typing.ArrayLike, dims: int = 1) -> jax.Array:
     query `j` see keys `i <= j` only.
 
     >>> make_causal_mask(jnp.ones((4, 3, 2)))   # 3x3, upper triangular
+    Array([[ True,  True,  True],
+           [False,  True,  True],
+           [False, False,  True]], dtype=bool)
     """
     n = np.shape(x)[dims]
     return jnp.triu(jnp.ones((n, n), dtype=bool))

@@ -59,6 +59,7 @@ def stft(x: jax.typing.ArrayLike, *, n_fft: int, hop_length: int | None = None, 
     ```python
     >>> stft(jnp.ones(16), n_fft=16).shape
     (9, 5)
+
     ```
     """
     x = jnp.asarray(x)

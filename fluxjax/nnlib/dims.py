@@ -109,8 +109,11 @@ class DenseConvDims(ConvDims):
     ```python
     >>> c = DenseConvDims(jnp.ones((5, 4, 3, 2)), jnp.ones((1, 2, 3, 4)), stride=2, padding=3)
     >>> c.output_size, c.padding
-    ((6, 4), (3, 3, 3, 3))
-    >>> conv(x, w, c)  # == conv(x, w, stride=2, pad=3)
+    ((6, 5), (3, 3, 3, 3))
+    >>> x, w = jnp.ones((5, 4, 3, 2)), jnp.ones((1, 2, 3, 4))
+    >>> bool(jnp.all(conv(x, w, c) == conv(x, w, stride=2, pad=3)))
+    True
+
     ```
     """
 
@@ -170,7 +173,10 @@ class PoolDims(ConvDims):
     >>> p = PoolDims((3, 3, 1, 1), (2, 2), padding=(1, 1), stride=(2, 2))
     >>> p.output_size
     (2, 2)
-    >>> maxpool(x, p)  # == maxpool(x, (2, 2), pad=1, stride=2)
+    >>> x = jnp.arange(9.0).reshape(3, 3, 1, 1)
+    >>> bool(jnp.all(maxpool(x, p) == maxpool(x, (2, 2), pad=1, stride=2)))
+    True
+
     ```
     """
 

@@ -19,6 +19,10 @@ def dropout(*args, dims=None, active: bool = True):
 
     ```python
     >>> dropout(jax.random.PRNGKey(0), jnp.ones((3, 2)), 0.5)   # entries 0.0 or 2.0
+    Array([[0., 0.],
+           [2., 2.],
+           [0., 2.]], dtype=float32)
+
     ```
     """
     if len(args) == 3:

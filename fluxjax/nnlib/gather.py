@@ -122,6 +122,8 @@ def gather(src: jax.typing.ArrayLike, idx, *more) -> jax.Array:
     >>> gather(jnp.array([1, 20, 300, 4000]), [1, 3, 1])
     Array([  20, 4000,   20], dtype=int32)
     >>> gather(jnp.array([[1, 2, 3], [4, 5, 6]]), [0, 2, 0, 2, 0])   # columns 0, 2, 0, 2, 0
+    Array([[1, 3, 1, 3, 1],
+           [4, 6, 4, 6, 4]], dtype=int32)
     """
     src = jnp.asarray(src)
     comps, _ = _components(idx, more)

@@ -23,8 +23,11 @@ def grid_sample(x: jax.typing.ArrayLike, grid: jax.typing.ArrayLike, *, padding_
     ```python
     >>> x = jnp.arange(1.0, 5.0).reshape(2, 2, 1, 1, order="F")   # [[1, 3], [2, 4]]
     >>> grid = jnp.asarray([[[-3, -1], [-1, 1]], [[0, -1], [0, 1]], [[1, -1], [3, 1]]]).transpose(2, 0, 1)[..., None]
-    >>> grid_sample(x, grid)[:, :, 0, 0]
-    [[0, 3], [1.5, 3.5], [2, 0]]
+    >>> grid_sample(x, grid)[:, :, 0, 0]    # Julia: [0 3; 1.5 3.5; 2 0]
+    Array([[0. , 3. ],
+           [1.5, 3.5],
+           [2. , 0. ]], dtype=float32)
+
     ```
     """
     x, grid = jnp.asarray(x), jnp.asarray(grid)
@@ -170,8 +173,11 @@ def imrotate(x: jax.typing.ArrayLike, theta: float, *, method: str = "bilinear",
 
     ```python
     >>> x = jnp.zeros((3, 3, 1, 1)).at[0, 1].set(1.0)
-    >>> imrotate(x, math.radians(45))[:, :, 0, 0]
-    [[0, 0.207107, 0], [0, 0, 0.207107], [0, 0, 0]]
+    >>> imrotate(x, math.radians(45))[:, :, 0, 0]   # Julia: [0 0.207107 0; 0 0 0.207107; 0 0 0]
+    Array([[0.    , 0.2071, 0.    ],
+           [0.    , 0.    , 0.2071],
+           [0.    , 0.    , 0.    ]], dtype=float32)
+
     ```
     """
     x, theta, center = _prepare(x, theta, method, rotation_center)

@@ -63,6 +63,13 @@ class Adam(_AdamLike):
 
     ``Δ = η·(m/(1-βt₁)) / (√(v/(1-βt₂)) + ϵ)`` — ϵ outside the root, after bias correction (as
     PyTorch and ``optax.adam``). Adjustable in state: ``eta``, ``beta``, ``epsilon``.
+
+    >>> m = Dense(jnp.ones((1, 2)), False)              # loss sum(m(x)) has gradient x' = [[1, 2]]
+    >>> s = setup(Adam(0.1), m)
+    >>> for _ in range(2):
+    ...     _ = update_(s, m, gradient(lambda m: jnp.sum(m(jnp.array([1.0, 2.0]))), m)[0])
+    >>> m.weight                                       # after two steps
+    Array([[0.8000, 0.8000]], dtype=float32)
     """
 
     def __new__(cls, eta: float = 0.001, beta: Pair = (0.9, 0.999), epsilon: float = 1e-8) -> Adam:
@@ -81,6 +88,13 @@ class AdamW(_AdamLike):
     ``optax.adamw``'s form): ``Δ = η·(a + λ·x)``; ``couple=False``: ``Δ = η·a + λ·x``.
     ``lambd=`` and ``**{"lambda": ...}`` are accepted. Needs ``params``. Adjustable in state:
     ``eta``, ``beta``, ``lambda_``, ``epsilon``; ``couple`` is structural.
+
+    >>> m = Dense(jnp.ones((1, 2)), False)              # loss sum(m(x)) has gradient x' = [[1, 2]]
+    >>> s = setup(AdamW(0.1, lambda_=0.01), m)
+    >>> for _ in range(2):
+    ...     _ = update_(s, m, gradient(lambda m: jnp.sum(m(jnp.array([1.0, 2.0]))), m)[0])
+    >>> m.weight                                       # after two steps
+    Array([[0.7981, 0.7981]], dtype=float32)
     """
 
     _names = ("eta", "beta", "lambda_", "epsilon", "couple")
@@ -135,6 +149,13 @@ class RAdam(_AdamLike):
     ``ρ∞ = 2/(1-β₂) - 1``, ``ρ = ρ∞ - 2t·βt₂/(1-βt₂)``. If ``ρ > 4``:
     ``r = √((ρ-4)(ρ-2)ρ∞ / ((ρ∞-4)(ρ∞-2)ρ))`` and ``Δ = m̂/(√v̂ + ϵ)·η·r``; else ``Δ = m̂·η``.
     Adjustable in state: ``eta``, ``beta``, ``epsilon``.
+
+    >>> m = Dense(jnp.ones((1, 2)), False)              # loss sum(m(x)) has gradient x' = [[1, 2]]
+    >>> s = setup(RAdam(0.1), m)
+    >>> for _ in range(2):
+    ...     _ = update_(s, m, gradient(lambda m: jnp.sum(m(jnp.array([1.0, 2.0]))), m)[0])
+    >>> m.weight                                       # after two steps
+    Array([[0.8000, 0.6       ]], dtype=float32)
     """
 
     State = RAdamState
@@ -174,6 +195,13 @@ class AdaMax(_AdamLike):
 
     ``u ← max(β₂·u, |g|)``; ``Δ = (η/(1-βt₁))·m/(u + ϵ)``. Adjustable in state: ``eta``, ``beta``,
     ``epsilon``.
+
+    >>> m = Dense(jnp.ones((1, 2)), False)              # loss sum(m(x)) has gradient x' = [[1, 2]]
+    >>> s = setup(AdaMax(0.1), m)
+    >>> for _ in range(2):
+    ...     _ = update_(s, m, gradient(lambda m: jnp.sum(m(jnp.array([1.0, 2.0]))), m)[0])
+    >>> m.weight                                       # after two steps
+    Array([[0.8000, 0.8000]], dtype=float32)
     """
 
     State = AdaMaxState
@@ -202,6 +230,13 @@ class OAdam(_AdamLike):
 
     ``term ← η·m̂/(√v̂ + ϵ)``; ``Δ = 2·term - term_old``. Adjustable in state: ``eta``, ``beta``,
     ``epsilon``.
+
+    >>> m = Dense(jnp.ones((1, 2)), False)              # loss sum(m(x)) has gradient x' = [[1, 2]]
+    >>> s = setup(OAdam(0.1), m)
+    >>> for _ in range(2):
+    ...     _ = update_(s, m, gradient(lambda m: jnp.sum(m(jnp.array([1.0, 2.0]))), m)[0])
+    >>> m.weight                                       # after two steps
+    Array([[0.7, 0.7]], dtype=float32)
     """
 
     State = OAdamState
@@ -233,6 +268,13 @@ class AMSGrad(_AdamLike):
     ``m``, ``v`` and ``v̂`` all start at ``ϵ`` (filled). ``v̂ ← max(v̂, v)``;
     ``Δ = η·m/(√v̂ + ϵ)`` — **no** bias correction. Adjustable in state: ``eta``, ``beta``,
     ``epsilon`` (the initial fill uses the rule's value).
+
+    >>> m = Dense(jnp.ones((1, 2)), False)              # loss sum(m(x)) has gradient x' = [[1, 2]]
+    >>> s = setup(AMSGrad(0.1), m)
+    >>> for _ in range(2):
+    ...     _ = update_(s, m, gradient(lambda m: jnp.sum(m(jnp.array([1.0, 2.0]))), m)[0])
+    >>> m.weight                                       # after two steps
+    Array([[0.2588, 0.2588]], dtype=float32)
     """
 
     State = AMSGradState
@@ -255,6 +297,13 @@ class NAdam(_AdamLike):
 
     ``Δ = (β₁·m/(1-β₁·βt₁) + (1-β₁)·g/(1-βt₁)) / (√(v·β₂/(1-βt₂)) + ϵ)·η``. Adjustable in
     state: ``eta``, ``beta``, ``epsilon``.
+
+    >>> m = Dense(jnp.ones((1, 2)), False)              # loss sum(m(x)) has gradient x' = [[1, 2]]
+    >>> s = setup(NAdam(0.1), m)
+    >>> for _ in range(2):
+    ...     _ = update_(s, m, gradient(lambda m: jnp.sum(m(jnp.array([1.0, 2.0]))), m)[0])
+    >>> m.weight                                       # after two steps
+    Array([[0.7368, 0.7368]], dtype=float32)
     """
 
     def __new__(cls, eta: float = 0.001, beta: Pair = (0.9, 0.999), epsilon: float = 1e-8) -> NAdam:
@@ -281,6 +330,13 @@ class AdaBelief(_AdamLike):
     ``s ← β₂·s + (1-β₂)·(g - m)² + ϵ`` (with the new ``m``); ``Δ = η·m̂/(√ŝ + ϵ)``. Equals
     ``optax.adabelief(eta, b1, b2, eps=ϵ, eps_root=ϵ)``. Adjustable in state: ``eta``, ``beta``,
     ``epsilon``.
+
+    >>> m = Dense(jnp.ones((1, 2)), False)              # loss sum(m(x)) has gradient x' = [[1, 2]]
+    >>> s = setup(AdaBelief(0.1), m)
+    >>> for _ in range(2):
+    ...     _ = update_(s, m, gradient(lambda m: jnp.sum(m(jnp.array([1.0, 2.0]))), m)[0])
+    >>> m.weight                                       # after two steps
+    Array([[0.7721, 0.7721]], dtype=float32)
     """
 
     State = AdaBeliefState
@@ -311,6 +367,13 @@ class Lion(Rule):
     paper and ``optax.lion`` use ``m ← β₂·m + (1-β₂)·g``), so this agrees with ``optax.lion`` on the
     first step and whenever the gradient keeps its sign, not in general. Adjustable in state:
     ``eta``, ``beta``.
+
+    >>> m = Dense(jnp.ones((1, 2)), False)              # loss sum(m(x)) has gradient x' = [[1, 2]]
+    >>> s = setup(Lion(0.1), m)
+    >>> for _ in range(2):
+    ...     _ = update_(s, m, gradient(lambda m: jnp.sum(m(jnp.array([1.0, 2.0]))), m)[0])
+    >>> m.weight                                       # after two steps
+    Array([[0.8000, 0.8000]], dtype=float32)
     """
 
     _names = ("eta", "beta")

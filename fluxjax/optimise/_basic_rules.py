@@ -35,6 +35,13 @@ class Descent(Rule):
     """``Descent(eta=0.1)``: plain gradient descent, ``Δ = η·g``. State: ``LeafState(hyper)``.
 
     Adjustable in state: ``eta``.
+
+    >>> m = Dense(jnp.ones((1, 2)), False)              # loss sum(m(x)) has gradient x' = [[1, 2]]
+    >>> s = setup(Descent(0.1), m)
+    >>> for _ in range(2):
+    ...     _ = update_(s, m, gradient(lambda m: jnp.sum(m(jnp.array([1.0, 2.0]))), m)[0])
+    >>> m.weight                                       # after two steps
+    Array([[0.8000, 0.6       ]], dtype=float32)
     """
 
     _names = ("eta",)
@@ -56,6 +63,13 @@ class Momentum(Rule):
     """``Momentum(eta=0.01, rho=0.9)``: ``v ← ρ·v + η·g``; ``Δ = v``. State ``v`` starts at 0.
 
     Adjustable in state: ``eta``, ``rho``.
+
+    >>> m = Dense(jnp.ones((1, 2)), False)              # loss sum(m(x)) has gradient x' = [[1, 2]]
+    >>> s = setup(Momentum(0.1), m)
+    >>> for _ in range(2):
+    ...     _ = update_(s, m, gradient(lambda m: jnp.sum(m(jnp.array([1.0, 2.0]))), m)[0])
+    >>> m.weight                                       # after two steps
+    Array([[0.71      , 0.4200]], dtype=float32)
     """
 
     _names = ("eta", "rho")
@@ -77,6 +91,13 @@ class Nesterov(Rule):
     """``Nesterov(eta=0.001, rho=0.9)``: ``Δ = -ρ²·v + (1+ρ)·η·g`` (old ``v``), then ``v ← ρ·v - η·g``.
 
     State ``v`` starts at 0. Adjustable in state: ``eta``, ``rho``.
+
+    >>> m = Dense(jnp.ones((1, 2)), False)              # loss sum(m(x)) has gradient x' = [[1, 2]]
+    >>> s = setup(Nesterov(0.1), m)
+    >>> for _ in range(2):
+    ...     _ = update_(s, m, gradient(lambda m: jnp.sum(m(jnp.array([1.0, 2.0]))), m)[0])
+    >>> m.weight                                       # after two steps
+    Array([[0.5390, 0.0780]], dtype=float32)
     """
 
     _names = ("eta", "rho")
@@ -107,6 +128,13 @@ class RMSProp(Rule):
     ``quad ← ρ·quad + (1-ρ)·g²``; if centred ``lin ← ρ·lin + (1-ρ)·g`` (else ``lin = 0``);
     ``Δ = η·g / (√(quad - lin²) + ϵ)``. State starts at 0. Adjustable in state: ``eta``, ``rho``,
     ``epsilon``; ``centred`` cannot be adjusted (the states differ).
+
+    >>> m = Dense(jnp.ones((1, 2)), False)              # loss sum(m(x)) has gradient x' = [[1, 2]]
+    >>> s = setup(RMSProp(0.1), m)
+    >>> for _ in range(2):
+    ...     _ = update_(s, m, gradient(lambda m: jnp.sum(m(jnp.array([1.0, 2.0]))), m)[0])
+    >>> m.weight                                       # after two steps
+    Array([[0.4544, 0.4544]], dtype=float32)
     """
 
     _names = ("eta", "rho", "epsilon", "centred")
@@ -162,6 +190,13 @@ class Rprop(Rule):
 
     Adjustable in state: ``ell``, ``gamma``. (``eta`` only seeds the state at ``init``, as in
     Optimisers.jl, so adjusting it changes nothing for existing state.)
+
+    >>> m = Dense(jnp.ones((1, 2)), False)              # loss sum(m(x)) has gradient x' = [[1, 2]]
+    >>> s = setup(Rprop(0.1), m)
+    >>> for _ in range(2):
+    ...     _ = update_(s, m, gradient(lambda m: jnp.sum(m(jnp.array([1.0, 2.0]))), m)[0])
+    >>> m.weight                                       # after two steps
+    Array([[0.78, 0.78]], dtype=float32)
     """
 
     _names = ("eta", "ell", "gamma")
@@ -198,6 +233,13 @@ class AdaGrad(Rule):
 
     ``acc`` starts at ``ϵ`` (filled, not zero), as Optimisers.jl. Adjustable in state: ``eta``,
     ``epsilon`` (the latter only in the denominator; the initial fill uses the rule's value).
+
+    >>> m = Dense(jnp.ones((1, 2)), False)              # loss sum(m(x)) has gradient x' = [[1, 2]]
+    >>> s = setup(AdaGrad(0.1), m)
+    >>> for _ in range(2):
+    ...     _ = update_(s, m, gradient(lambda m: jnp.sum(m(jnp.array([1.0, 2.0]))), m)[0])
+    >>> m.weight                                       # after two steps
+    Array([[0.8293, 0.8293]], dtype=float32)
     """
 
     _names = ("eta", "epsilon")
@@ -226,6 +268,13 @@ class AdaDelta(Rule):
 
     ``acc ← ρ·acc + (1-ρ)·g²``; ``Δ = g·√(Δacc + ϵ) / √(acc + ϵ)`` (old ``Δacc``);
     ``Δacc ← ρ·Δacc + (1-ρ)·Δ²``. State starts at 0. Adjustable in state: ``rho``, ``epsilon``.
+
+    >>> m = Dense(jnp.ones((1, 2)), False)              # loss sum(m(x)) has gradient x' = [[1, 2]]
+    >>> s = setup(AdaDelta(), m)
+    >>> for _ in range(2):
+    ...     _ = update_(s, m, gradient(lambda m: jnp.sum(m(jnp.array([1.0, 2.0]))), m)[0])
+    >>> m.weight                                       # after two steps
+    Array([[0.9994, 0.9994]], dtype=float32)
     """
 
     _names = ("rho", "epsilon")
@@ -252,6 +301,13 @@ class WeightDecay(Rule):
     L2 regularisation (adds ``λ/2·‖x‖²`` to the loss); put it first in an ``OptimiserChain``.
     Needs ``params``. Adjustable in state: ``lambda_`` (``adjust(gamma=...)`` is the deprecated
     spelling, as in Optimisers.jl).
+
+    >>> m = Dense(jnp.ones((1, 2)), False)              # loss sum(m(x)) has gradient x' = [[1, 2]]
+    >>> s = setup(WeightDecay(0.1), m)
+    >>> for _ in range(2):
+    ...     _ = update_(s, m, gradient(lambda m: jnp.sum(m(jnp.array([1.0, 2.0]))), m)[0])
+    >>> m.weight                                       # after two steps
+    Array([[-1.09     , -2.9900]], dtype=float32)
     """
 
     _names = ("lambda_",)
@@ -277,6 +333,13 @@ class SignDecay(Rule):
     """``SignDecay(lambda_=1e-3)``: ``Δ = g + λ·sign(x)`` (L1 regularisation, ``λ·‖x‖₁``).
 
     Needs ``params``. Adjustable in state: ``lambda_``.
+
+    >>> m = Dense(jnp.ones((1, 2)), False)              # loss sum(m(x)) has gradient x' = [[1, 2]]
+    >>> s = setup(SignDecay(0.1), m)
+    >>> for _ in range(2):
+    ...     _ = update_(s, m, gradient(lambda m: jnp.sum(m(jnp.array([1.0, 2.0]))), m)[0])
+    >>> m.weight                                       # after two steps
+    Array([[-1., -3.]], dtype=float32)
     """
 
     _names = ("lambda_",)
@@ -291,7 +354,15 @@ class SignDecay(Rule):
 
 
 class ClipGrad(Rule):
-    """``ClipGrad(delta=10.0)``: ``Δ = clamp(g, -δ, δ)`` elementwise. Adjustable in state: ``delta``."""
+    """``ClipGrad(delta=10.0)``: ``Δ = clamp(g, -δ, δ)`` elementwise. Adjustable in state: ``delta``.
+
+    >>> m = Dense(jnp.ones((1, 2)), False)              # loss sum(m(x)) has gradient x' = [[1, 2]]
+    >>> s = setup(OptimiserChain(ClipGrad(1.5), Descent(1.0)), m)
+    >>> for _ in range(2):
+    ...     _ = update_(s, m, gradient(lambda m: jnp.sum(m(jnp.array([1.0, 2.0]))), m)[0])
+    >>> m.weight                                       # after two steps
+    Array([[-1., -2.]], dtype=float32)
+    """
 
     _names = ("delta",)
     _dynamic = ("delta",)
@@ -336,6 +407,13 @@ class ClipNorm(Rule):
     instead, so a finiteness check on the result catches it. With ``throw=False`` the arithmetic is
     Optimisers.jl's: an ``Inf`` gradient gives NaN where it was infinite, a NaN gradient NaN everywhere.
     Adjustable in state: ``omega``; ``p`` and ``throw`` are structural.
+
+    >>> m = Dense(jnp.ones((1, 2)), False)              # loss sum(m(x)) has gradient x' = [[1, 2]]
+    >>> s = setup(OptimiserChain(ClipNorm(1.0), Descent(1.0)), m)
+    >>> for _ in range(2):
+    ...     _ = update_(s, m, gradient(lambda m: jnp.sum(m(jnp.array([1.0, 2.0]))), m)[0])
+    >>> m.weight                                       # after two steps
+    Array([[ 0.1056, -0.7889]], dtype=float32)
     """
 
     _names = ("omega", "p", "throw")

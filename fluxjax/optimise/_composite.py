@@ -36,6 +36,13 @@ class OptimiserChain(Rule):
 
     ``adjust`` acts on every rule (unknown names ignored per rule); ``adjust_state(eta=...)`` also
     sets ``learning_rate`` in a foreign ``optax.inject_hyperparams`` state.
+
+    >>> m = Dense(jnp.ones((1, 2)), False)              # loss sum(m(x)) has gradient x' = [[1, 2]]
+    >>> s = setup(OptimiserChain(WeightDecay(0.1), Descent(0.1)), m)
+    >>> for _ in range(2):
+    ...     _ = update_(s, m, gradient(lambda m: jnp.sum(m(jnp.array([1.0, 2.0]))), m)[0])
+    >>> m.weight                                       # after two steps
+    Array([[0.7811    , 0.5821]], dtype=float32)
     """
 
     _names = ("opts",)
@@ -131,6 +138,13 @@ class AccumGrad(Rule):
     after it keep their state (as Optimisers.jl, where they are not called); on the ``n``-th the mean
     ``Σg/n`` (accumulated as ``acc = g₁/n + g₂/n + …``) goes on. Jit-compatible (``jnp.where``).
     Adjustable in state: ``n`` (a firing happens when ``counter >= n``).
+
+    >>> m = Dense(jnp.ones((1, 2)), False)              # loss sum(m(x)) has gradient x' = [[1, 2]]
+    >>> s = setup(OptimiserChain(AccumGrad(2), Descent(0.1)), m)
+    >>> for _ in range(2):
+    ...     _ = update_(s, m, gradient(lambda m: jnp.sum(m(jnp.array([1.0, 2.0]))), m)[0])
+    >>> m.weight                                       # after two steps
+    Array([[0.9, 0.8]], dtype=float32)
     """
 
     _names = ("n",)
@@ -205,6 +219,7 @@ class MixedPrecision(Rule):
     >>> opt_state = setup(MixedPrecision(Adam(1e-3)), x)
     >>> opt_state.state.xT.dtype
     dtype('float32')
+
     ```
     """
 

@@ -127,9 +127,15 @@ def trainstep_(loss: Callable, model: Any, batch: Any, opt_state: Any, *rest: An
     it every step does not wait for the device.
 
     ```python
-    >>> opt_state = setup(Adam(), model)
-    >>> for epoch in range(100):
+    >>> model = Dense(jnp.ones((1, 2)))
+    >>> x, y = jnp.ones((2, 4)), jnp.zeros((1, 4))
+    >>> loss = lambda m, x, y: Flux.losses.mse(m(x), y)
+    >>> opt_state = setup(Descent(0.1), model)
+    >>> for epoch in range(3):
     ...     l = trainstep_(loss, model, (x, y), opt_state)
+    >>> round(float(l), 4), round(float(loss(model, x, y)), 4)   # loss before the 3rd step, and after it
+    (0.1024, 0.0164)
+
     ```
     """
     return _one_step(loss, (model, batch, opt_state, rest), jit, False)[0]
@@ -192,6 +198,7 @@ def train_(loss: Callable, model: Any, data: Iterable, opt_state: Any, *rest: An
     >>> h = Flux.train_(lambda m, x, y: Flux.losses.mse(m(x), y), model, [(x, y)] * 3, opt_state)
     >>> h.steps, h.losses[0] > h.losses[1] > h.losses[2]
     (3, True)
+
     ```
 
     Compiled, over a list or tuple of batches or a `DataLoader` (data whose iteration runs none of your

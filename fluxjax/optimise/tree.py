@@ -64,9 +64,11 @@ def setup(rule: optax.GradientTransformation, model: Any) -> Any:
     """The optimiser state tree for `model` (Optimisers.jl's `setup`).
 
     ```python
+    >>> model = Chain(Dense(2, 3))
     >>> opt_state = setup(Adam(0.01), model)
     >>> opt_state.layers[0].weight
     Leaf(Adam(eta=0.01, beta=(0.9, 0.999), epsilon=1e-08))
+
     ```
     A plain optax transformation (`optax.clip_by_global_norm`, `optax.MultiSteps`, `optax.masked`, ...,
     or a rule chained with one) gets a `TreeState`: one optax state for the whole tree of trainable
@@ -253,6 +255,13 @@ def update_(opt_state: Any, model: Any, grads: Any) -> tuple[Any, Any]:
 
     Also the implicit Flux 0.13 form `update_(rule, params(m), grads)` with `Grads` from
     `gradient(() -> loss, ps)`.
+
+    >>> m = Dense(jnp.ones((1, 2)))
+    >>> s = setup(Descent(0.1), m)
+    >>> g = gradient(lambda m: jnp.sum(m(jnp.array([1.0, 2.0]))), m)[0]
+    >>> _ = update_(s, m, g)
+    >>> m.weight                                     # 1 - 0.1 * [1, 2]
+    Array([[0.9, 0.8]], dtype=float32)
     """
     if isinstance(model, Params):
         _check_rule(opt_state, "update_")
@@ -339,7 +348,15 @@ def _copy(v, memo):
 def update(opt_state: Any, model: Any, grads: Any) -> tuple[Any, Any]:
     """The pure form of `update_`: returns `(new_opt_state, new_model)`; the inputs are unchanged.
     Works for any model `setup` accepts, a bare array included: `s, x = update(s, x, g)`, and under
-    any jax transformation: `jax.jit(lambda s, m, g: update(s, m, g))`."""
+    any jax transformation: `jax.jit(lambda s, m, g: update(s, m, g))`.
+
+    >>> m = Dense(jnp.ones((1, 2)))
+    >>> s = setup(Descent(0.1), m)
+    >>> g = gradient(lambda m: jnp.sum(m(jnp.array([1.0, 2.0]))), m)[0]
+    >>> s2, m2 = update(s, m, g)
+    >>> m2.weight, m.weight                          # m itself is unchanged
+    (Array([[0.9, 0.8]], dtype=float32), Array([[1., 1.]], dtype=float32))
+    """
     if isinstance(model, Params):
         return update_(opt_state, model, grads)
     _check_explicit(opt_state, model, grads, "update")

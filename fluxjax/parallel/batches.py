@@ -48,9 +48,10 @@ def shard_batch(batch: Any, mesh: Mesh, axis: str | tuple[str, ...] | None = Non
     OWN part of the batch and gets the global array (`jax.make_array_from_process_local_data`).
 
     ```python
-    >>> x, y = shard_batch((np.zeros((4, 64)), np.zeros((2, 64))), device_mesh())
-    >>> x.sharding.spec
-    PartitionSpec(None, 'data')
+    >>> x, y = Flux.parallel.shard_batch((np.zeros((4, 64)), np.zeros((2, 64))), Flux.parallel.device_mesh())
+    >>> tuple(x.sharding.spec)
+    (None, 'data')
+
     ```
     """
     mesh = _auto(mesh)
@@ -178,9 +179,12 @@ def shard_batches(data: Iterable, mesh: Mesh, axis: str | tuple[str, ...] | None
     naming its index, before any step sees it.
 
     ```python
+    >>> X, Y = np.zeros((4, 256)), np.zeros((2, 256))
     >>> loader = DataLoader((X, Y), batchsize=64, shuffle=True, partial=False)
-    >>> for x, y in shard_batches(loader, mesh):
-    ...     step(model, opt_state, x, y)
+    >>> mesh = Flux.parallel.device_mesh()
+    >>> [tuple(x.sharding.spec) for x, y in Flux.parallel.shard_batches(loader, mesh)][0]
+    (None, 'data')
+
     ```
     """
     return ShardedBatches(data, mesh, axis, prefetch)

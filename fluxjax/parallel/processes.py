@@ -48,7 +48,11 @@ def local_slice(data: Any, process_index: int | None = None, process_count: int 
     process_count`.
 
     ```python
+    >>> X, Y = np.zeros((4, 512)), np.zeros((2, 512))
     >>> loader = DataLoader(local_slice((X, Y)), batchsize=256 // jax.process_count(), shuffle=True, partial=False)
+    >>> len(loader) == 2 // jax.process_count()       # this process's share of the 2 global batches
+    True
+
     ```
     """
     i = jax.process_index() if process_index is None else int(process_index)

@@ -21,8 +21,10 @@ def gradient(f: Callable, *args) -> Any:
     ```python
     >>> gradient(lambda x: 3 * x**2 + 2 * x + 1, 5.0)
     (Array(32., dtype=float32),)
-    >>> gradient(lambda m: mse(m(x), y), model)[0].layers[0].weight.shape
+    >>> model, x, y = Chain(Dense(2, 3)), jnp.ones((2, 5)), jnp.zeros((3, 5))
+    >>> gradient(lambda m: Flux.mse(m(x), y), model)[0].layers[0].weight.shape
     (3, 2)
+
     ```
     With `ps = params(model)` and a zero-argument `f`, returns `Grads` indexed by parameter arrays.
     Flux's `gradient(f, adtype, args...)` works too: `AutoZygote()`, `AutoEnzyme()` and `AutoMooncake()`
@@ -43,7 +45,11 @@ def gradient(f: Callable, *args) -> Any:
 def withgradient(f: Callable, *args) -> WithGradient:
     """`(val, grad)`; when `f` returns a tuple or dict, its first element is differentiated and the
     whole value is returned (Zygote's auxiliary outputs): `loss, (g,) = withgradient(...)`. An ADTypes
-    backend may come first, as for `gradient`: `withgradient(f, AutoFiniteDifferences(), x)`."""
+    backend may come first, as for `gradient`: `withgradient(f, AutoFiniteDifferences(), x)`.
+
+    >>> withgradient(lambda x: x**2, 3.0)           # the value and the gradient tuple
+    WithGradient(val=Array(9., dtype=float32), grad=(Array(6., dtype=float32),))
+    """
     if args and isinstance(args[0], ADType):
         if isinstance(args[0], AutoFiniteDifferences):
             return args[0].withgradient(f, args[1:])
@@ -60,7 +66,12 @@ def pullback(f: Callable, *args) -> tuple[Any, Callable]:
     """`y, back = pullback(f, args...)`; `back(dy)` returns the gradients as `gradient` does.
     A `None` inside `dy` is a zero cotangent; `back(None)` gives all `None`. Complex numbers follow
     Zygote: `back(dy) = conj(vjp(conj(dy)))` with JAX's `vjp`, so for a real `f`, `back(1)` is
-    `∂f/∂x + i·∂f/∂y` at `z = x + iy`."""
+    `∂f/∂x + i·∂f/∂y` at `z = x + iy`.
+
+    >>> y, back = pullback(lambda x: x**2, 3.0)
+    >>> y, back(1.0)                                 # back(dy) is the tuple of dy * df/dx
+    (Array(9., dtype=float32), (Array(6., dtype=float32),))
+    """
     plan, y, back, _ = _vjp(f, args, "pullback", check=False)
     n = len(plan.primals)
     used = _used_inputs(back, n) if n else []
@@ -115,7 +126,12 @@ def withjacobian(f: Callable, *args) -> WithGradient:
 
 
 def jacobian(f: Callable, *args) -> Any:
-    """Zygote's `jacobian`: a tuple with one matrix per argument (rows: outputs, columns: inputs)."""
+    """Zygote's `jacobian`: a tuple with one matrix per argument (rows: outputs, columns: inputs).
+
+    >>> jacobian(lambda x: 2 * x[::-1], jnp.array([1.0, 2.0]))
+    (Array([[0., 2.],
+           [2., 0.]], dtype=float32),)
+    """
     return withjacobian(f, *args).grad
 
 
@@ -123,7 +139,12 @@ def hessian(f: Callable, x) -> Any:
     """Zygote's `hessian` of a scalar function of one argument, with linear (column-major)
     indexing: `hessian(lambda x: jnp.sum(x**3), jnp.array([[1., 2], [3, 4]]))` is
     `diag([6, 18, 12, 24])`. For a number `x` it is a number: `hessian(jnp.sin, jnp.pi / 2) == -1.0`.
-    Forward over reverse mode, as Zygote's."""
+    Forward over reverse mode, as Zygote's.
+
+    >>> hessian(lambda x: jnp.sum(x**3), jnp.array([1.0, 2.0]))   # diag(6x)
+    Array([[ 6.,  0.],
+           [ 0., 12.]], dtype=float32)
+    """
     return _hessian(f, x, "hessian", jax.hessian)
 
 
@@ -179,7 +200,10 @@ def pushforward(f: Callable, *args) -> Callable:
 
     ```python
     >>> pushforward(lambda x: jnp.sin(jnp.cos(x)), 0.5)(1.0)   # -cos(cos(0.5)) * sin(0.5)
+    Array(-0.3064, dtype=float32)
     >>> pushforward(lambda x, y: x * y, 2.0, 3.0)(1.0, 0.0)    # 3.0
+    Array(3., dtype=float32)
+
     ```
     Each `dx` has the structure of its `x` (numbers for numbers, arrays of the same shape, pytrees
     alike); `None` is a zero tangent. Nests with itself and with `gradient`.

@@ -34,6 +34,11 @@ class Params:
     Built by `params(model)`, which records where each array lives so that `gradient` can swap
     tracers in and `update_` can rebind the result; or from bare arrays, `Params([W, b])`, which are
     then looked up in the globals and closure of the function being differentiated.
+
+    >>> m = Dense(jnp.ones((1, 2)))
+    >>> ps = Flux.params(m)
+    >>> len(ps), [p.shape for p in ps]
+    (2, [(1, 2), (1,)])
     """
 
     def __init__(self, xs=()):
@@ -153,6 +158,12 @@ class Grads:
 
     `gs[W]`, `gs.params`, `keys()`, `values()`, `items()`, `+ - * /` (with `None` as zero),
     `map(f)` and `copy()`.
+
+    >>> m = Dense(jnp.ones((1, 2)))
+    >>> ps = Flux.params(m)
+    >>> gs = gradient(lambda: jnp.sum(m(jnp.array([1.0, 2.0]))), ps)
+    >>> gs[m.weight], gs[m.bias]
+    (Array([[1., 2.]], dtype=float32), Array([1.], dtype=float32))
     """
 
     def __init__(self, ps: Params, keys: list, grads: list):
