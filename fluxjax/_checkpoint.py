@@ -272,9 +272,16 @@ def wait_until_finished(path: str | os.PathLike | None = None) -> None:
     disk, prune what their `keep=` asks, and raise the first one's error (e.g. `OSError` ENOSPC), if any.
 
     ```python
-    >>> fluxjax.save("ckpt", model, async_=True)   # returns once the arrays are copied
-    >>> fluxjax.wait_until_finished()               # step is now on disk
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "ckpt")
+    >>> model = Chain(Dense(2, 3))
+    >>> fluxjax.save(path, model, async_=True)   # returns once the arrays are copied: step 0
+    0
+    >>> fluxjax.wait_until_finished()             # the step is now on disk
+    >>> sorted(os.listdir(path))
+    ['0']
     ```
+
     """
     where = None if path is None else os.path.abspath(os.fspath(path))
     jobs = [j for j in _pending if where is None or os.path.abspath(j.path) == where]
