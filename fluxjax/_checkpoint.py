@@ -278,8 +278,9 @@ def wait_until_finished(path: str | os.PathLike | None = None) -> None:
     >>> fluxjax.save(path, model, async_=True)   # returns once the arrays are copied: step 0
     0
     >>> fluxjax.wait_until_finished()             # the step is now on disk
-    >>> sorted(os.listdir(path))
+    >>> [d for d in sorted(os.listdir(path)) if not d.startswith(".")]
     ['0']
+
     ```
 
     """
