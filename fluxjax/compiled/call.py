@@ -215,6 +215,8 @@ class Jitted:
         self.static_argnums = _argnums(jit_kwargs.pop("static_argnums", None))
         self.static_argnames = _argnums(jit_kwargs.pop("static_argnames", None))
         self.donate_argnums = _argnums(jit_kwargs.pop("donate_argnums", None))
+        # arrays the function reads from closures/globals: inputs rather than constants (see `walk`)
+        self.read_arrays = bool(jit_kwargs.pop("read_arrays", False))
         self.jit_kwargs = jit_kwargs
         self._cache: collections.OrderedDict[Any, Entry] = collections.OrderedDict()
         self._plan: Plan | None = None  # the last call's walk, reused while it still fits
@@ -258,7 +260,7 @@ class Jitted:
             pos, kw = statics
             dyn_kwargs = {k: v for k, v in kwargs.items() if k not in kw}
             box = [*(None if i in pos else a for i, a in enumerate(args)), dyn_kwargs, self.fn, default_rng]
-            w = walk(box, functions=True)
+            w = walk(box, functions=True, read_arrays=self.read_arrays)
             if region is None:
                 _commit_beside(w)
             shared = _sharing_pattern(w.leaves)
