@@ -7,6 +7,8 @@ import copy
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import fluxjax as F
 from fluxjax.random import seed_
@@ -161,3 +163,36 @@ def test_opt_out_and_errors():
     with pytest.raises(Exception) as e2:
         F.gradient(lambda m: jnp.sum(m(jnp.ones((3, 1)))), m, jit=False)
     assert type(e1.value) is type(e2.value) and "Dense" in str(e1.value)
+
+
+@pytest.mark.slow
+def test_rnn_sequence_loss_as_op_by_op():
+    m1 = F.RNN(3, 4)
+    m2 = copy.deepcopy(m1)
+    x = jnp.asarray(np.random.default_rng(2).normal(size=(3, 5, 2)), jnp.float32)  # features, time, batch
+    for m, jit in ((m1, True), (m2, False)):
+        st = F.setup(F.Adam(0.01), m)
+        for _ in range(2):
+            _, g = F.withgradient(lambda m: jnp.sum(m(x) ** 2), m, jit=jit)
+            F.update_(st, m, g[0])
+    for a, b in zip(_weights(m1), _weights(m2)):
+        _close(a, b)
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.integers(0, 2)), min_size=1, max_size=4))
+def test_random_step_sequences_match_op_by_op(steps):
+    """Random short loops mixing the compiled and the op-by-op step on one model and batches that are new
+    arrays each step: the weights are those of the op-by-op loop (one program for all examples)."""
+    m1 = F.Dense(3, 2)
+    m1.weight, m1.bias = jnp.full((2, 3), 0.1), jnp.zeros(2)
+    m2 = copy.deepcopy(m1)
+    s1, s2 = F.setup(F.Momentum(0.1), m1), F.setup(F.Momentum(0.1), m2)
+    for jit, k in steps:
+        x = jnp.full((3, 2), float(k)) + jnp.arange(2.0)
+        _, g1 = F.withgradient(lambda m: jnp.sum(jnp.tanh(m(x))), m1, jit=jit)  # noqa: B023
+        _, g2 = F.withgradient(lambda m: jnp.sum(jnp.tanh(m(x))), m2, jit=False)  # noqa: B023
+        F.update_(s1, m1, g1[0])
+        F.update_(s2, m2, g2[0])
+    _close(m1.weight, m2.weight)
+    _close(m1.bias, m2.bias)
