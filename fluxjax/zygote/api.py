@@ -16,11 +16,13 @@ from jax._src.core import trace_state_clean  # no public API says whether a trac
 
 from ..compiled.call import jit as _fluxjax_jit
 from ..compiled.pure import is_eager
+from ..core.layer import is_layer
 from ..core.region import current_region
 from .adtypes import ADType, AutoFiniteDifferences
 from .closure import _check_leaks, _snapshot
 from .implicit import Grads, Params
 from .plan import WithGradient, _grads, _plan, _used_inputs, _vjp, zygote_cotangents, zygote_seed
+from .tangent import Tangent
 
 # ---------------------------------------------------------------------------------------------
 # The eager entry points as cached compiled programs.
@@ -90,7 +92,47 @@ def _run_compiled(name: str, eager: Callable, f: Callable, args: tuple) -> Any:
         stats["fallbacks"] += 1
         return out
     stats["compiled"] += 1
-    return out
+    return _retie(args, out)
+
+
+def _retie(args: tuple, out: Any) -> Any:
+    """The compiled call's gradients with one `Tangent` for a layer the arguments hold in several places
+    (a tied layer), as the op-by-op call gives it (the program's output is a tree, which unties it)."""
+    grads = out.grad if isinstance(out, WithGradient) else out
+    if not isinstance(grads, tuple):
+        return out
+    first: dict[int, Any] = {}
+    tied = [False]
+
+    def go(v, g):
+        if g is None:
+            return g
+        if is_layer(v) and isinstance(g, Tangent):
+            seen = first.get(id(v))
+            if seen is not None:
+                tied[0] = True
+                return seen
+            first[id(v)] = g
+            for k, sub in list(g.fields.items()):
+                if k in v.__dict__:
+                    g.fields[k] = go(v.__dict__[k], sub)
+            return g
+        if isinstance(v, (list, tuple)) and isinstance(g, (list, tuple)) and len(v) == len(g):
+            items = [go(a, b) for a, b in zip(v, g)]
+            if isinstance(g, list):
+                g[:] = items
+                return g
+            return type(g)(*items) if hasattr(g, "_fields") else type(g)(items)
+        if isinstance(v, dict) and isinstance(g, dict):
+            for k in list(g):
+                if k in v:
+                    g[k] = go(v[k], g[k])
+        return g
+
+    new = tuple(go(a, g) for a, g in zip(args, grads))
+    if not tied[0]:
+        return out
+    return WithGradient(out.val, new) if isinstance(out, WithGradient) else new
 
 
 def gradient(f: Callable, *args, jit: bool = True) -> Any:
