@@ -121,3 +121,35 @@ def _eager_implicit(wl):
 
 
 
+
+EAGER, EAGER_IMPLICIT = "fluxjax eager loop", "fluxjax implicit eager loop"
+
+
+@register(("mlp_tiny", "mlp_medium", "cnn_bn"), EAGER)
+def _eager_loop(wl):
+    """The model-zoo loop, un-jitted: `withgradient` then `update_` per step (Flux 0.14+ style)."""
+    model, d = _model_and_data(wl)
+    opt_state = Flux.setup(Flux.Adam(1e-3), model)
+
+    def step():
+        val, grads = Flux.withgradient(lambda m: loss(m, d.x, d.onehot_fm), model)
+        Flux.update_(opt_state, model, grads[0])
+        return val
+
+    return Bench(step, sync=lambda out: jax.block_until_ready((out, jax.tree_util.tree_leaves(model))))
+
+
+@register(("mlp_tiny", "mlp_medium", "cnn_bn"), EAGER_IMPLICIT)
+def _eager_implicit_loop(wl):
+    """The implicit Flux 0.13 loop, un-jitted: `gs = gradient(() -> loss, ps); update_(opt, ps, gs)`."""
+    model, d = _model_and_data(wl)
+    ps = Flux.params(model)
+    rule = Flux.Adam(1e-3)
+
+    def step():
+        gs = Flux.gradient(lambda: loss(model, d.x, d.onehot_fm), ps)
+        Flux.update_(rule, ps, gs)
+        return gs
+
+    return Bench(step, sync=lambda out: jax.block_until_ready(jax.tree_util.tree_leaves(model)),
+                 loss=lambda out: float(loss(model, d.x, d.onehot_fm)))

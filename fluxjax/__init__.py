@@ -15,6 +15,7 @@ from .callbacks import patience as patience
 from .callbacks import plateau as plateau
 from .callbacks import throttle as throttle
 from .compiled.call import jit as jit
+from .compiled.pure import eager as eager
 from .core.layer import children as children
 from .core.layer import layer as layer
 from .core.layer import trainable as trainable

@@ -30,6 +30,7 @@ from ..random import default_key, default_rng
 from .options import with_defaults
 from .plan import Plan, refresh_reads
 
+PLAN_MISSES = 3  # see Jitted._plan_misses
 MAX_PROGRAMS = 32  # compiled programs one `fluxjax.jit` function keeps (least recently used dropped)
 _MANY = object()  # an entry whose programs (one per input shapes) return differently structured outputs
 _REFUSED = ("in_shardings", "out_shardings", "donate_argnames")
@@ -215,9 +216,14 @@ class Jitted:
         self.static_argnums = _argnums(jit_kwargs.pop("static_argnums", None))
         self.static_argnames = _argnums(jit_kwargs.pop("static_argnames", None))
         self.donate_argnums = _argnums(jit_kwargs.pop("donate_argnums", None))
+        # arrays the function reads from closures/globals: inputs rather than constants (see `walk`)
+        self.read_arrays = bool(jit_kwargs.pop("read_arrays", False))
         self.jit_kwargs = jit_kwargs
         self._cache: collections.OrderedDict[Any, Entry] = collections.OrderedDict()
         self._plan: Plan | None = None  # the last call's walk, reused while it still fits
+        # plans made in a row that no call reused: with `read_arrays` (the eager `withgradient`, passed a
+        # fresh closure each call) the last plan never fits, so after PLAN_MISSES of those no plan is made
+        self._plan_misses = 0
         self._lock = threading.RLock()  # one call at a time: a call swaps tracers into live objects
         self.compilations = 0  # cache entries ever made (the cache keeps the latest MAX_PROGRAMS)
         functools.update_wrapper(self, fn)
@@ -252,13 +258,16 @@ class Jitted:
                 plan.release()
         if leaves is not None:
             box, w, entry, statics = plan.box, plan.walk, plan.entry, NO_STATICS
+            self._plan_misses = 0
         else:
+            if plan is not None:
+                self._plan_misses += 1
             plan = None
             statics = self._statics(args, kwargs) if self.static_argnums or self.static_argnames else NO_STATICS
             pos, kw = statics
             dyn_kwargs = {k: v for k, v in kwargs.items() if k not in kw}
             box = [*(None if i in pos else a for i, a in enumerate(args)), dyn_kwargs, self.fn, default_rng]
-            w = walk(box, functions=True)
+            w = walk(box, functions=True, read_arrays=self.read_arrays)
             if region is None:
                 _commit_beside(w)
             shared = _sharing_pattern(w.leaves)
@@ -299,7 +308,8 @@ class Jitted:
             set_many(w.slots, [(i, v) for where, v in changed.items() for i in where])
         for k, v in extra.items():
             commit(entry.extra_slot(k, w), v)
-        if plan is None and not kwargs and not statics[0] and w.reusable:
+        if plan is None and not kwargs and not statics[0] and w.reusable and (
+                self._plan_misses < PLAN_MISSES or not self.read_arrays):
             plan = self._plan = Plan(box, w, entry, len(args), mode, version)
         if plan is not None:
             if traced:  # what the trace's own Python code changed is not a change (`refresh_reads` above)

@@ -165,12 +165,15 @@ class Walk:
         self.watch: list[tuple[Any, Any]] = []
 
 
-def walk(root: list, paths: bool = False, functions: bool = False) -> Walk:
+def walk(root: list, paths: bool = False, functions: bool = False, read_arrays: bool = False) -> Walk:
     """Walk a mutable list of values; see the module docstring. `paths=True` also names each leaf
     (`"0.layers[1].weight"`, the first component being the index in `root`). `functions=True` (for
     `fluxjax.jit`) also walks what the user's functions read: the contents of their closure cells and
     the globals their code names (following the functions found there), so that arrays and models a
-    function reaches that way are inputs too, and what it reads that is static is in the signature."""
+    function reaches that way are inputs too, and what it reads that is static is in the signature.
+    Bare arrays a function reads (not inside a layer) are constants keyed by identity, unless
+    `read_arrays=True`: then they are inputs too (the eager `withgradient` compiles a fresh closure
+    over each step's batch without compiling again)."""
     w = Walk(paths)
     leaves, slots, roles, layers, names = w.leaves, w.slots, w.roles, w.layers, w.paths
     sig: list[Any] = []
@@ -282,7 +285,7 @@ def walk(root: list, paths: bool = False, functions: bool = False) -> Walk:
         w.watched.append((slot, v))
         if names is not None:
             ps.append(f"<{slot.key}>")
-        visit(slot.owner, slot.key, slot.attr, (), v, OTHER, False, True)
+        visit(slot.owner, slot.key, slot.attr, (), v, OTHER, False, not read_arrays)
         if names is not None:
             ps.pop()
 

@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from ..compiled.pure import NOT_RUN, cached_pure
 from ..core.layer import is_array, is_float_array, is_layer, layer, trainable
 from ..core.region import commit, current_region
 from ..core.sharing import sharing
@@ -190,10 +191,52 @@ def _sub(slot, container, k):
     return Slot(slot.owner, slot.key, slot.attr, slot.path + (k,))
 
 
-def _new_values(leaf: Leaf, x, g):
-    g = jnp.asarray(g).astype(x.dtype)
-    upd, new_state = leaf.rule.update(g, leaf.state, x)
-    return new_state, _params_after(leaf.rule, x, upd, new_state)
+def _rules_step(rules: list, states: list, xs: list, gs: list) -> tuple[list, list]:
+    """`(new states, new arrays)` of `rules[i]` stepping `states[i]`, `xs[i]` with `gs[i]`: one cached
+    compiled program when eager (`fluxjax.compiled.pure`), else the rules op by op (inside a trace,
+    under `fluxjax.eager()`, or for a rule that branches on values in Python)."""
+    rules = tuple(rules)
+
+    def run(args):
+        new_s, new_x = [], []
+        for rule, st, x, g in zip(rules, *args):
+            g = jnp.asarray(g).astype(x.dtype)
+            upd, new = rule.update(g, st, x)
+            new_s.append(new)
+            new_x.append(_params_after(rule, x, upd, new))
+        return new_s, new_x
+
+    out = cached_pure(("rules", tuple(map(_rule_key, rules))), rules, run, (list(states), list(xs), list(gs)))
+    if out is NOT_RUN:
+        with sharing():
+            out = run((states, xs, gs))
+    return out
+
+
+def _rule_key(rule: Any) -> Any:
+    """A rule in a program's cache key: by value when it is hashable (Optimisers.jl's rules compare
+    their type and hyperparameters, so `Adam(0.01)` set up twice shares one program), else by identity."""
+    try:
+        hash(rule)
+    except TypeError:
+        return ("id", id(rule))
+    return (type(rule), rule)
+
+
+def cached_step_view(rule: Any, state: Any, treedef: Any, xs: list, gs: list) -> tuple[Any, list] | None:
+    """`wholetree.step_view` as a cached compiled program when eager (see `_rules_step`)."""
+    if all(g is None for g in gs):
+        return None
+    out = cached_pure(
+        ("view", _rule_key(rule), treedef),
+        (rule,),
+        lambda a: step_view(rule, a[0], treedef, a[1], a[2]),
+        (state, list(xs), list(gs)),
+    )
+    if out is NOT_RUN:
+        with sharing():
+            out = step_view(rule, state, treedef, xs, gs)
+    return out
 
 
 def _params_after(rule, x, upd, new_state):
@@ -292,8 +335,9 @@ def _step(opt_state: Any, model: Any, grads: Any, write) -> tuple[Any, Any]:
     # leaves stepped together keep sharing their step counters (see fluxjax/_sharing.py)
     if isinstance(opt_state, TreeState):
         return _tree_step(opt_state, model, grads, write)
-    with sharing():
-        steps = [(leaf, *_new_values(leaf, x, g), slots) for leaf, x, g, slots in _collect(opt_state, model, grads)]
+    found = _collect(opt_state, model, grads)
+    states, xs = _rules_step([f[0].rule for f in found], [f[0].state for f in found], [f[1] for f in found], [f[2] for f in found])
+    steps = [(leaf, st, x, slots) for (leaf, _, _, slots), st, x in zip(found, states, xs)]
     roots: dict[tuple, Any] = {}
     for step in steps:
         _apply(*step, roots, write)
@@ -302,8 +346,7 @@ def _step(opt_state: Any, model: Any, grads: Any, write) -> tuple[Any, Any]:
 
 def _tree_step(ts: TreeState, model: Any, grads: Any, write) -> tuple[Any, Any]:
     """`_step` for a whole-tree optax transformation: one optax update of the view (`wholetree.py`)."""
-    with sharing():
-        res = tree_update(ts, _collect(ts.layout.mirror, model, grads, keep_none=True))
+    res = tree_update(ts, _collect(ts.layout.mirror, model, grads, keep_none=True), step=cached_step_view)
     if res is None:
         return ts, model
     (leaves, statedef), news = res
@@ -472,8 +515,7 @@ def implicit_update_(holder: ImplicitState, ps: Params, gs: Grads) -> None:
     if holder.statedef is not None:  # a whole-tree rule: the view is the tuple of the arrays
         xs = tuple(e.value() for e in ps._entries)
         state = holder.statedef.unflatten(holder.states[0])
-        with sharing():
-            res = step_view(rule, state, jax.tree_util.tree_structure(xs), list(xs), list(gs))
+        res = cached_step_view(rule, state, jax.tree_util.tree_structure(xs), list(xs), list(gs))
         if res is not None:
             leaves, statedef = jax.tree_util.tree_flatten(res[0])
             if statedef != holder.statedef:
@@ -482,12 +524,10 @@ def implicit_update_(holder: ImplicitState, ps: Params, gs: Grads) -> None:
             for e, new_x in zip(ps._entries, res[1]):
                 e.set(new_x)
         return
-    with sharing():
-        for i, (e, g) in enumerate(zip(ps._entries, gs)):
-            if g is None:
-                continue
-            x = e.value()
-            upd, new = rule.update(jnp.asarray(g).astype(x.dtype), holder.states[i], x)
-            commit(Slot(holder.states, i, False), new)
-            e.set(_params_after(rule, x, upd, new))
+    todo = [(i, e, g) for i, (e, g) in enumerate(zip(ps._entries, gs)) if g is not None]
+    xs = [e.value() for _, e, _ in todo]
+    states, new_xs = _rules_step([rule] * len(todo), [holder.states[i] for i, _, _ in todo], xs, [g for _, _, g in todo])
+    for (i, e, _), new, new_x in zip(todo, states, new_xs):
+        commit(Slot(holder.states, i, False), new)
+        e.set(new_x)
 

@@ -180,9 +180,10 @@ def step_view(rule: Any, state: Any, treedef: Any, xs: list, gs: list) -> tuple[
     return new_state, treedef.flatten_up_to(_params_after(rule, view_x, upd, new_state))
 
 
-def tree_update(ts: TreeState, entries: list) -> tuple[Any, list] | None:
+def tree_update(ts: TreeState, entries: list, step: Any = step_view) -> tuple[Any, list] | None:
     """The step of a `TreeState` from `entries` `[(part, x, g, slots)]` (one per distinct array, as
-    `tree._collect` gives them): `((leaves, statedef), [(new_x, slots)])`, the new flat optax state
+    `tree._collect` gives them; `step` is `step_view` or a compiled form of it):
+    `((leaves, statedef), [(new_x, slots)])`, the new flat optax state
     and arrays, or None when nothing changes."""
     if ts.frozen:
         return None
@@ -198,7 +199,7 @@ def tree_update(ts: TreeState, entries: list) -> tuple[Any, list] | None:
             f"update_: the model does not have the {len(missing)} trainable array(s) that setup() saw "
             f"(first: view position {missing[0]}); was opt_state set up for another model?"
         )
-    res = step_view(ts.rule, ts.state, ts.layout.treedef, xs, gs)
+    res = step(ts.rule, ts.state, ts.layout.treedef, xs, gs)
     if res is None:
         return None
     new_state, new_xs = res

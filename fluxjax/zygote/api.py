@@ -3,19 +3,139 @@
 
 from __future__ import annotations
 
+import functools
+import threading
+import types
 from collections.abc import Callable
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax._src.core import trace_state_clean  # no public API says whether a trace is under way
 
+from ..compiled.call import jit as _fluxjax_jit
+from ..compiled.pure import is_eager
+from ..core.layer import is_layer
+from ..core.region import current_region
 from .adtypes import ADType, AutoFiniteDifferences
 from .closure import _check_leaks, _snapshot
+from .implicit import Grads, Params
 from .plan import WithGradient, _grads, _plan, _used_inputs, _vjp, zygote_cotangents, zygote_seed
+from .tangent import Tangent
+
+# ---------------------------------------------------------------------------------------------
+# The eager entry points as cached compiled programs.
+#
+# An eager `gradient(f, args...)` / `withgradient(f, args...)` runs as `fluxjax.jit` of the eager
+# call itself, with `f` among the walked arguments: the models in `args`, the layers and arrays that
+# `f` reads from its closure cells and globals (a fresh `lambda m: loss(m(x), y)` over each step's
+# batch `x` included: `read_arrays=True` makes those arrays inputs, not constants keyed by identity),
+# BatchNorm/Dropout state and the global RNG key are the program's inputs; `f`'s code, what it reads
+# that is not an array, and the structure of everything are the cache key. So a training loop compiles
+# once and then runs one XLA call per gradient, with the numbers of the op-by-op call (rtol 1e-6).
+#
+# Python side effects of `f` happen while tracing (once per compilation), as under `jax.jit`. The
+# op-by-op call is kept: with `jit=False`, inside `with fluxjax.eager():`, inside any trace, and for a
+# function whose tracing failed (Python control flow on a traced value, an output that is not an
+# array): that call then runs op by op, and its code is remembered so that it always does.
+
+_EAGER_ONLY: dict[Any, bool] = {}  # code objects whose tracing failed: run op by op from then on
+_lock = threading.Lock()
+_compiled: dict[str, Any] = {}
+stats: dict[str, int] = {"compiled": 0, "eager": 0, "fallbacks": 0}
 
 
-def gradient(f: Callable, *args) -> Any:
+def compilations() -> int:
+    """How many programs the eager `gradient`/`withgradient` have compiled so far (cache entries made;
+    a training loop over batches of one shape should add one)."""
+    return sum(p.compilations for p in list(_compiled.values()))
+
+
+def _code(f: Any) -> Any:
+    if isinstance(f, functools.partial):
+        return _code(f.func)
+    if isinstance(f, types.MethodType):
+        return _code(f.__func__)
+    return getattr(f, "__code__", None)
+
+
+def _can_compile(f: Any, args: tuple, jit: bool) -> bool:
+    if not jit or is_eager() or current_region() is not None or not trace_state_clean():
+        return False
+    code = _code(f)
+    if code is None and not hasattr(type(f), "__fluxjax_layer__") and not callable(f):
+        return False
+    if code is not None and code in _EAGER_ONLY:
+        return False
+    # a Python number argument is differentiated as a real number op by op; compiled it would become
+    # a traced (possibly integer) input, so such calls stay op by op
+    leaves = jax.tree_util.tree_leaves(args)
+    return not any(isinstance(v, (jax.core.Tracer, int, float, complex)) for v in leaves)
+
+
+def _run_compiled(name: str, eager: Callable, f: Callable, args: tuple) -> Any:
+    """`eager(f, *args)` as a cached `fluxjax.jit` program, falling back to the op-by-op call."""
+    with _lock:
+        prog = _compiled.get(name)
+        if prog is None:
+            prog = _compiled[name] = _fluxjax_jit(eager, read_arrays=True)
+    try:
+        out = prog(f, *args)
+    except Exception:
+        # tracing failed: run op by op. A real error in `f` is raised again there (nothing was written
+        # by the failed trace); if the op-by-op call works, `f`'s code stays op by op from now on.
+        out = eager(f, *args)
+        code = _code(f)
+        if code is not None:
+            _EAGER_ONLY[code] = True
+        stats["fallbacks"] += 1
+        return out
+    stats["compiled"] += 1
+    return _retie(args, out)
+
+
+def _retie(args: tuple, out: Any) -> Any:
+    """The compiled call's gradients with one `Tangent` for a layer the arguments hold in several places
+    (a tied layer), as the op-by-op call gives it (the program's output is a tree, which unties it)."""
+    grads = out.grad if isinstance(out, WithGradient) else out
+    if not isinstance(grads, tuple):
+        return out
+    first: dict[int, Any] = {}
+    tied = [False]
+
+    def go(v, g):
+        if g is None:
+            return g
+        if is_layer(v) and isinstance(g, Tangent):
+            seen = first.get(id(v))
+            if seen is not None:
+                tied[0] = True
+                return seen
+            first[id(v)] = g
+            for k, sub in list(g.fields.items()):
+                if k in v.__dict__:
+                    g.fields[k] = go(v.__dict__[k], sub)
+            return g
+        if isinstance(v, (list, tuple)) and isinstance(g, (list, tuple)) and len(v) == len(g):
+            items = [go(a, b) for a, b in zip(v, g)]
+            if isinstance(g, list):
+                g[:] = items
+                return g
+            return type(g)(*items) if hasattr(g, "_fields") else type(g)(items)
+        if isinstance(v, dict) and isinstance(g, dict):
+            for k in list(g):
+                if k in v:
+                    g[k] = go(v[k], g[k])
+        return g
+
+    new = tuple(go(a, g) for a, g in zip(args, grads))
+    if not tied[0]:
+        return out
+    return WithGradient(out.val, new) if isinstance(out, WithGradient) else new
+
+
+def gradient(f: Callable, *args, jit: bool = True) -> Any:
     """Zygote's `gradient`: one gradient per argument, `None` for no dependence.
 
     ```python
@@ -29,7 +149,28 @@ def gradient(f: Callable, *args) -> Any:
     With `ps = params(model)` and a zero-argument `f`, returns `Grads` indexed by parameter arrays.
     Flux's `gradient(f, adtype, args...)` works too: `AutoZygote()`, `AutoEnzyme()` and `AutoMooncake()`
     are JAX's reverse mode, as here; `AutoFiniteDifferences()` is central finite differences.
+
+    Called eagerly, the call runs as a cached compiled program (see `fluxjax.jit`): Python side effects
+    of `f` happen while it is traced. `jit=False` (or `with fluxjax.eager():`) runs it op by op.
     """
+    if _can_compile(f, args, jit) and not (args and isinstance(args[0], ADType)):
+        if len(args) == 1 and isinstance(args[0], Params):  # implicit: the program returns the arrays
+            keys = list(args[0])
+            out = _run_compiled("implicit", _implicit_grads, f, args)
+            return out if isinstance(out, Grads) else Grads(args[0], keys, out)
+        return _run_compiled("gradient", _gradient, f, args)
+    stats["eager"] += 1
+    return _gradient(f, *args)
+
+
+def _implicit_grads(f: Callable, ps: Params) -> Any:
+    """`gradient(f, ps)`'s gradients as a list (what the compiled program returns; a `Grads` is not a
+    pytree); op by op (the fallback), the `Grads` itself."""
+    gs = _gradient(f, ps)
+    return list(gs._grads) if current_region() is not None else gs
+
+
+def _gradient(f: Callable, *args) -> Any:
     if args and isinstance(args[0], ADType):  # AutoZygote(), AutoEnzyme(), ... are JAX's reverse mode, as here
         if isinstance(args[0], AutoFiniteDifferences):
             return args[0].gradient(f, args[1:])
@@ -42,14 +183,23 @@ def gradient(f: Callable, *args) -> Any:
     return out
 
 
-def withgradient(f: Callable, *args) -> WithGradient:
+def withgradient(f: Callable, *args, jit: bool = True) -> WithGradient:
     """`(val, grad)`; when `f` returns a tuple or dict, its first element is differentiated and the
     whole value is returned (Zygote's auxiliary outputs): `loss, (g,) = withgradient(...)`. An ADTypes
     backend may come first, as for `gradient`: `withgradient(f, AutoFiniteDifferences(), x)`.
 
+    Called eagerly, it runs as a cached compiled program, as `gradient` (`jit=False`: op by op).
+
     >>> withgradient(lambda x: x**2, 3.0)           # the value and the gradient tuple
     WithGradient(val=Array(9., dtype=float32), grad=(Array(6., dtype=float32),))
     """
+    if _can_compile(f, args, jit) and not (args and isinstance(args[0], ADType)):
+        return _run_compiled("withgradient", _withgradient, f, args)
+    stats["eager"] += 1
+    return _withgradient(f, *args)
+
+
+def _withgradient(f: Callable, *args) -> WithGradient:
     if args and isinstance(args[0], ADType):
         if isinstance(args[0], AutoFiniteDifferences):
             return args[0].withgradient(f, args[1:])

@@ -1,0 +1,216 @@
+"""Pure functions of arrays run as one cached XLA program: what `update_`/`update` (and the implicit
+`update_(rule, ps, gs)`) compute from the optimiser states, the parameters and the gradients.
+
+An eager `update_` runs every rule op by op: for Adam on an MLP that is about a dozen small dispatches
+per array, and on a CPU the dispatches cost far more than the maths. `cached_pure(key, fn, args)`
+runs `fn(args)` as one `jax.jit` program instead, cached on `key` (what `fn` depends on besides its
+arguments: the rules, by identity), the tree structure of `args`, which of its arrays are the same
+object, and their shapes and dtypes. The numbers are those of the eager call (the same operations,
+compiled; XLA may fuse them, so they agree to rounding, rtol 1e-6).
+
+What stays the same as the eager call:
+- arrays that are one object in `args` are one input, and `fn` runs inside `sharing()`, so values
+  that the eager call shares between optimiser leaves (Adam's step counter) come back as one array;
+- an output that is an input unchanged comes back as that very input object;
+- the rule runs while tracing, so an error it raises (a shape mismatch) is raised before anything
+  is written, as eagerly.
+
+When it is not used (`cached_pure` returns `NOT_RUN`, and the caller runs `fn` eagerly):
+- inside a trace (`fluxjax.jit`, `jax.jit`, `jax.grad`, a region is open or an argument is a tracer),
+  where the caller's program already compiles it;
+- an argument leaf that is not an array (a Python number: compiling would turn it into an array);
+- inside `with fluxjax.eager():`, the opt-out;
+- `fn` used a value to choose what to do in Python (`if x > 0` on an array: a
+  `ConcretizationTypeError` while tracing). The key is then remembered and that computation always
+  runs eagerly from then on.
+
+Python side effects of `fn` (a custom rule that prints or appends to a list) happen once per
+compilation, while tracing, as under `jax.jit`; use `fluxjax.eager()` to keep them per call.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import jax
+import numpy as np
+
+from ..core.region import current_region
+from ..core.sharing import sharing
+
+MAX_PROGRAMS = 128  # LRU bound on the cached programs
+NOT_RUN = object()  # `cached_pure`'s answer when the caller must run `fn` eagerly itself
+
+# compile/hit/eager counters, for tests and benchmarks: `stats["compiles"]` counts traces
+stats: dict[str, int] = collections.Counter()
+
+_ARRAYS = (jax.Array, np.ndarray)
+_TRACE_ERRORS = (
+    jax.errors.ConcretizationTypeError,
+    jax.errors.TracerBoolConversionError,
+    jax.errors.TracerIntegerConversionError,
+    jax.errors.TracerArrayConversionError,
+)
+_tls = threading.local()
+_lock = threading.Lock()
+_programs: collections.OrderedDict = collections.OrderedDict()
+_eager_only: dict[Any, tuple] = {}  # key -> the objects its ids name, kept alive so ids are not reused
+
+
+@contextlib.contextmanager
+def eager() -> Iterator[None]:
+    """Run fluxjax's eager calls op by op, as written, instead of as cached compiled programs.
+
+    Inside `with fluxjax.eager():`, `update_`/`update` run each rule operation by operation (the
+    numbers are the same either way, to rounding); use it to debug a custom rule with `print`, or to
+    keep its Python side effects once per call.
+
+    ```python
+    >>> import fluxjax
+    >>> with fluxjax.eager():
+    ...     assert fluxjax.compiled.pure.is_eager()
+    ```
+    """
+    before = getattr(_tls, "eager", False)
+    _tls.eager = True
+    try:
+        yield
+    finally:
+        _tls.eager = before
+
+
+def is_eager() -> bool:
+    """True inside `fluxjax.eager()`."""
+    return getattr(_tls, "eager", False)
+
+
+def clear() -> None:
+    """Forget every cached program and every computation marked to run eagerly."""
+    with _lock:
+        _programs.clear()
+        _eager_only.clear()
+
+
+class _Program:
+    __slots__ = ("jitted", "out", "keep")
+
+    def __init__(self, jitted: Callable, keep: tuple):
+        self.jitted = jitted
+        self.out: Any = None  # (treedef, [("in", j) | ("out", k)]) once traced
+        self.keep = keep
+
+
+def cached_pure(key: tuple, keep: tuple, fn: Callable[[Any], Any], args: Any) -> Any:
+    """`fn(args)` as a cached compiled program, or `NOT_RUN` (see the module docstring).
+
+    `key` must name everything `fn` depends on besides `args` (hashable; objects by `id`), and `keep`
+    the objects whose ids are in it (kept alive with the program). `args` is a pytree of arrays;
+    `fn` returns a pytree of arrays.
+    """
+    if is_eager() or current_region() is not None:
+        return NOT_RUN
+    leaves, treedef = jax.tree_util.tree_flatten(args)
+    uniq: list = []
+    where: dict[int, int] = {}
+    index = []
+    for a in leaves:
+        if not isinstance(a, _ARRAYS) or isinstance(a, jax.core.Tracer):
+            return NOT_RUN
+        j = where.get(id(a))
+        if j is None:
+            j = where[id(a)] = len(uniq)
+            uniq.append(a)
+        index.append(j)
+    if key in _eager_only:
+        stats["eager"] += 1
+        return NOT_RUN
+    full = (key, treedef, tuple(index), tuple((a.shape, a.dtype, getattr(a, "weak_type", False)) for a in uniq))
+    with _lock:
+        prog = _programs.get(full)
+        if prog is not None:
+            _programs.move_to_end(full)
+    if prog is None:
+        prog = _compile(fn, treedef, index, keep, _order(args))
+        try:
+            outs = prog.jitted(uniq)
+        except _TRACE_ERRORS:
+            with _lock:
+                _eager_only[key] = keep
+            stats["eager"] += 1
+            return NOT_RUN
+        with _lock:
+            _programs[full] = prog
+            while len(_programs) > MAX_PROGRAMS:
+                _programs.popitem(last=False)
+    else:
+        stats["hits"] += 1
+        outs = prog.jitted(uniq)
+    out_def, out_index, order = prog.out
+    res = out_def.unflatten([uniq[j] if src == "in" else outs[j] if src == "out" else j for src, j in out_index])
+    return res if order is None else _reorder(res, order)
+
+
+def _order(v: Any) -> Any:
+    """The key order of every dict in `v` (lists and tuples followed): jax rebuilds dicts with sorted
+    keys, and the eager call's dicts keep the order the rule made them in."""
+    if type(v) is dict:
+        return ("d", tuple(v), tuple(_order(e) for e in v.values()))
+    if isinstance(v, (list, tuple)):
+        return ("s", tuple(_order(e) for e in v))
+    return None
+
+
+def _unsorted(order: Any) -> bool:
+    if order is None:
+        return False
+    if order[0] == "d":
+        return list(order[1]) != sorted(order[1]) or any(_unsorted(o) for o in order[2])
+    return any(_unsorted(o) for o in order[1])
+
+
+def _reorder(v: Any, order: Any) -> Any:
+    if order is None:
+        return v
+    if order[0] == "d":
+        return {k: _reorder(v[k], o) for k, o in zip(order[1], order[2])}
+    items = [_reorder(e, o) for e, o in zip(v, order[1])]
+    if all(a is b for a, b in zip(items, v)):
+        return v
+    return type(v)(*items) if hasattr(v, "_fields") else type(v)(items)
+
+
+def _compile(fn: Callable, treedef: Any, index: list, keep: tuple, in_order: Any) -> _Program:
+    prog = _Program(None, keep)
+
+    def program(uniq: list) -> list:
+        stats["compiles"] += 1
+        tracers = [uniq[j] for j in index]
+        with sharing():
+            res = fn(_reorder(treedef.unflatten(tracers), in_order))
+        outs, out_def = jax.tree_util.tree_flatten(res)
+        ins = {id(t): j for j, t in enumerate(uniq)}
+        mine: dict[int, int] = {}
+        out_index: list = []
+        returned: list = []
+        for o in outs:
+            if not isinstance(o, jax.core.Tracer):  # made from no input: the same every call
+                out_index.append(("const", o))
+                continue
+            if id(o) in ins:
+                out_index.append(("in", ins[id(o)]))
+                continue
+            k = mine.get(id(o))
+            if k is None:
+                k = mine[id(o)] = len(returned)
+                returned.append(o)
+            out_index.append(("out", k))
+        order = _order(res)
+        prog.out = (out_def, out_index, order if _unsorted(order) else None)
+        return returned
+
+    prog.jitted = jax.jit(program)
+    return prog

@@ -1,0 +1,198 @@
+"""The eager `gradient`/`withgradient` run as cached compiled programs (fluxjax/zygote/api.py): the same
+numbers as the op-by-op call (`jit=False`), one compilation for a loop over batches of one shape, the
+op-by-op fallback where tracing fails, and the `fluxjax.eager()` opt-out."""
+
+import copy
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import fluxjax as F
+from fluxjax.random import seed_
+from fluxjax.zygote import Grads, api
+
+RTOL = 1e-6
+
+
+def _close(a, b):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=RTOL, atol=1e-7)
+
+
+def _weights(m):
+    return [np.asarray(p) for p in F.params(m)]
+
+
+def _loop(model, batches, jit, opt=None):
+    """An eager model-zoo loop; returns the losses."""
+    st = F.setup(opt or F.Adam(0.01), model)
+    losses = []
+    for x, y in batches:
+        loss, g = F.withgradient(lambda m: F.mse(m(x), y), model, jit=jit)  # noqa: B023 (the model-zoo loop: a fresh closure per step)
+        F.update_(st, model, g[0])
+        losses.append(float(loss))
+    return losses
+
+
+def _batches(n, din=4, dout=3, b=5):
+    rng = np.random.default_rng(0)
+    return [(jnp.asarray(rng.normal(size=(din, b)), jnp.float32), jnp.asarray(rng.normal(size=(dout, b)), jnp.float32))
+            for _ in range(n)]
+
+
+def test_mlp_loop_matches_op_by_op_and_compiles_once():
+    m1 = F.Chain(F.Dense(4, 8, F.relu), F.Dense(8, 3))
+    m2 = copy.deepcopy(m1)
+    x, y = _batches(1)[0]
+    batches = [(jnp.array(x), jnp.array(y)) for _ in range(4)]  # new array objects each step
+    before = api.compilations()
+    l1 = _loop(m1, batches, True)
+    assert api.compilations() - before == 1  # a fresh lambda over each step's batch: one program
+    l2 = _loop(m2, batches, False)
+    _close(l1, l2)
+    for a, b in zip(_weights(m1), _weights(m2)):
+        _close(a, b)
+    assert l1[-1] < l1[0]
+
+
+def test_gradient_values_and_none():
+    m = F.Dense(2, 2)
+    x = jnp.array([[1.0], [2.0]])
+    g1 = F.gradient(lambda m, k: jnp.sum(m(x)) * 3.0, m, 2.0)
+    g2 = F.gradient(lambda m, k: jnp.sum(m(x)) * 3.0, m, 2.0, jit=False)
+    _close(g1[0].weight, np.array([[3.0, 6.0], [3.0, 6.0]]))  # d/dW sum(Wx+b)*3 = 3 x'
+    _close(g1[0].weight, g2[0].weight)
+    assert g1[1] is None and g2[1] is None or float(g1[1]) == float(g2[1]) == 0.0
+
+
+def test_implicit_params_loop_matches_op_by_op():
+    m1 = F.Chain(F.Dense(4, 8, F.tanh), F.Dense(8, 3))
+    m2 = copy.deepcopy(m1)
+    batches = _batches(3)
+    for m, jit in ((m1, True), (m2, False)):
+        ps, opt = F.params(m), F.Momentum(0.05)
+        for x, y in batches:
+            gs = F.gradient(lambda: F.mse(m(x), y), ps, jit=jit)  # noqa: B023 (the model-zoo loop: a fresh closure per step)
+            assert isinstance(gs, Grads)
+            F.update_(opt, ps, gs)
+    for a, b in zip(_weights(m1), _weights(m2)):
+        _close(a, b)
+
+
+def test_dropout_fresh_noise_each_step_as_op_by_op():
+    def run(jit):
+        seed_(3)
+        m = F.Chain(F.Dense(4, 6), F.Dropout(0.5))
+        F.trainmode_(m)
+        x = jnp.ones((4, 2))
+        return [np.asarray(F.withgradient(lambda m: jnp.sum(m(x)), m, jit=jit)[0]) for _ in range(3)]
+
+    a, b = run(True), run(False)
+    _close(a, b)
+    assert len({float(v) for v in a}) == 3  # a new mask each step
+
+
+def test_batchnorm_statistics_move_as_op_by_op():
+    m1 = F.Chain(F.Conv((3, 3), (1, 2)), F.BatchNorm(2), F.flatten, F.Dense(32, 2))
+    F.trainmode_(m1)
+    m2 = copy.deepcopy(m1)
+    rng = np.random.default_rng(1)
+    xs = [jnp.asarray(rng.normal(size=(6, 6, 1, 2)), jnp.float32) for _ in range(2)]
+    for m, jit in ((m1, True), (m2, False)):
+        st = F.setup(F.Descent(0.1), m)
+        for x in xs:
+            _, g = F.withgradient(lambda m: jnp.mean(m(x) ** 2), m, jit=jit)  # noqa: B023 (the model-zoo loop: a fresh closure per step)
+            F.update_(st, m, g[0])
+    _close(m1.layers[1].mu, m2.layers[1].mu)
+    _close(m1.layers[1].sigma2, m2.layers[1].sigma2)
+    assert float(jnp.abs(m1.layers[1].mu).sum()) > 0
+    for a, b in zip(_weights(m1), _weights(m2)):
+        _close(a, b)
+
+
+SCALE = 1.0
+
+
+def test_closure_over_changing_global_and_edited_model():
+    m = F.Chain(F.Dense(3, 4), F.Dense(4, 2))
+    x = jnp.ones((3, 2))
+    global SCALE
+    for s in (1.0, 2.0):
+        SCALE = s
+        g1 = F.gradient(lambda m: SCALE * jnp.sum(m(x)), m)[0]  # noqa: B023 (the model-zoo loop: a fresh closure per step)
+        g2 = F.gradient(lambda m: SCALE * jnp.sum(m(x)), m, jit=False)[0]  # noqa: B023 (the model-zoo loop: a fresh closure per step)
+        _close(g1.layers[1].bias, g2.layers[1].bias)
+        _close(g1.layers[1].bias, np.full(2, 2 * s))  # d/db sum over 2 columns, times SCALE
+    m.layers = (m.layers[0], F.Dense(4, 5))  # a layer replaced
+    g1 = F.gradient(lambda m: jnp.sum(m(x)), m)[0]
+    assert g1.layers[1].weight.shape == (5, 4)
+    m.layers[0].weight = jnp.ones((4, 3))  # an array rebound
+    g1 = F.gradient(lambda m: jnp.sum(m(x)), m)[0]
+    g2 = F.gradient(lambda m: jnp.sum(m(x)), m, jit=False)[0]
+    _close(g1.layers[0].weight, g2.layers[0].weight)
+
+
+def test_python_if_on_a_value_falls_back_and_is_remembered():
+    x = jnp.array([1.0, -2.0])
+
+    def loss(v):
+        if jnp.sum(v) > 0:  # Python control flow on a value: cannot be traced
+            return jnp.sum(v**2)
+        return jnp.sum(-v)
+
+    before = dict(api.stats)
+    g = F.gradient(loss, x)[0]
+    _close(g, -np.ones(2))
+    assert api.stats["fallbacks"] == before["fallbacks"] + 1
+    g = F.gradient(loss, -x)[0]
+    _close(g, np.array([-2.0, 4.0]))
+    assert api.stats["fallbacks"] == before["fallbacks"] + 1  # remembered: op by op at once
+    assert api.stats["eager"] == before["eager"] + 1
+
+
+def test_opt_out_and_errors():
+    m = F.Dense(2, 2)
+    before = dict(api.stats)
+    with F.eager():
+        F.gradient(lambda m: jnp.sum(m(jnp.ones((2, 1)))), m)
+    assert api.stats["eager"] == before["eager"] + 1 and api.stats["compiled"] == before["compiled"]
+    with pytest.raises(Exception) as e1:
+        F.gradient(lambda m: jnp.sum(m(jnp.ones((3, 1)))), m)
+    with pytest.raises(Exception) as e2:
+        F.gradient(lambda m: jnp.sum(m(jnp.ones((3, 1)))), m, jit=False)
+    assert type(e1.value) is type(e2.value) and "Dense" in str(e1.value)
+
+
+@pytest.mark.slow
+def test_rnn_sequence_loss_as_op_by_op():
+    m1 = F.RNN(3, 4)
+    m2 = copy.deepcopy(m1)
+    x = jnp.asarray(np.random.default_rng(2).normal(size=(3, 5, 2)), jnp.float32)  # features, time, batch
+    for m, jit in ((m1, True), (m2, False)):
+        st = F.setup(F.Adam(0.01), m)
+        for _ in range(2):
+            _, g = F.withgradient(lambda m: jnp.sum(m(x) ** 2), m, jit=jit)
+            F.update_(st, m, g[0])
+    for a, b in zip(_weights(m1), _weights(m2)):
+        _close(a, b)
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.integers(0, 2)), min_size=1, max_size=4))
+def test_random_step_sequences_match_op_by_op(steps):
+    """Random short loops mixing the compiled and the op-by-op step on one model and batches that are new
+    arrays each step: the weights are those of the op-by-op loop (one program for all examples)."""
+    m1 = F.Dense(3, 2)
+    m1.weight, m1.bias = jnp.full((2, 3), 0.1), jnp.zeros(2)
+    m2 = copy.deepcopy(m1)
+    s1, s2 = F.setup(F.Momentum(0.1), m1), F.setup(F.Momentum(0.1), m2)
+    for jit, k in steps:
+        x = jnp.full((3, 2), float(k)) + jnp.arange(2.0)
+        _, g1 = F.withgradient(lambda m: jnp.sum(jnp.tanh(m(x))), m1, jit=jit)  # noqa: B023
+        _, g2 = F.withgradient(lambda m: jnp.sum(jnp.tanh(m(x))), m2, jit=False)  # noqa: B023
+        F.update_(s1, m1, g1[0])
+        F.update_(s2, m2, g2[0])
+    _close(m1.weight, m2.weight)
+    _close(m1.bias, m2.bias)
