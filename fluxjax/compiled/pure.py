@@ -49,7 +49,9 @@ NOT_RUN = object()  # `cached_pure`'s answer when the caller must run `fn` eager
 stats: dict[str, int] = collections.Counter()
 
 _ARRAYS = (jax.Array, np.ndarray)
-_TRACE_ERRORS = (
+# the errors of Python code that needs concrete values (an `if` on an array, `float(x)`, `x.item()`,
+# NumPy on a traced array): such code runs op by op instead
+TRACE_ERRORS = (
     jax.errors.ConcretizationTypeError,
     jax.errors.TracerBoolConversionError,
     jax.errors.TracerIntegerConversionError,
@@ -137,7 +139,7 @@ def cached_pure(key: tuple, keep: tuple, fn: Callable[[Any], Any], args: Any) ->
         prog = _compile(fn, treedef, index, keep, _order(args))
         try:
             outs = prog.jitted(uniq)
-        except _TRACE_ERRORS:
+        except TRACE_ERRORS:
             with _lock:
                 _eager_only[key] = keep
             stats["eager"] += 1

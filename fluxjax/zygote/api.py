@@ -15,7 +15,7 @@ import numpy as np
 from jax._src.core import trace_state_clean  # no public API says whether a trace is under way
 
 from ..compiled.call import jit as _fluxjax_jit
-from ..compiled.pure import is_eager
+from ..compiled.pure import TRACE_ERRORS, is_eager
 from ..core.layer import is_layer
 from ..core.region import current_region
 from .adtypes import ADType, AutoFiniteDifferences
@@ -82,9 +82,9 @@ def _run_compiled(name: str, eager: Callable, f: Callable, args: tuple) -> Any:
             prog = _compiled[name] = _fluxjax_jit(eager, read_arrays=True)
     try:
         out = prog(f, *args)
-    except Exception:
-        # tracing failed: run op by op. A real error in `f` is raised again there (nothing was written
-        # by the failed trace); if the op-by-op call works, `f`'s code stays op by op from now on.
+    except TRACE_ERRORS:
+        # `f` needs concrete values (Python control flow on an array): run op by op (nothing was written
+        # by the failed trace), and keep `f`'s code op by op from now on. Any other error is `f`'s own.
         out = eager(f, *args)
         code = _code(f)
         if code is not None:
