@@ -23,9 +23,10 @@ import jax
 from jax._src.core import trace_state_clean  # no public API says whether a trace is under way
 from jax.sharding import SingleDeviceSharding
 
+from ..core.keys import static_key
 from ..core.layer import structure_version
 from ..core.region import TRACER_ERROR, commit, current_region, mode_context, run_in_region
-from ..core.walk import Slot, Walk, set_many, static_key, walk
+from ..core.walk import Slot, Walk, set_many, walk
 from ..random import default_key, default_rng
 from .options import with_defaults
 from .plan import Plan, refresh_reads

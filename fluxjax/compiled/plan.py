@@ -30,8 +30,9 @@ from typing import Any
 import jax
 import numpy as np
 
+from ..core.keys import static_key
 from ..core.layer import structure_version
-from ..core.walk import AN_ARRAY, ARRAY_TYPES, NUMBER_TYPES, Walk, leaf_sig, static_key
+from ..core.walk import AN_ARRAY, ARRAY_TYPES, NUMBER_TYPES, Walk, leaf_sig
 from .access import Source, loader, storer
 
 _LEAF, _FLAT, _SAME = 0, 1, 2

@@ -5,6 +5,7 @@
   signature of everything static.
 - `region.py`: the state thread: `Region`, `rebind`, `commit`, `is_active`, `current_region`, and the
   one region runner `run_in_region`.
+- `keys.py`: what a compiled program depends on beside its inputs (`static_key`, `code_names`).
 - `sharing.py`: which arrays share a buffer (ties) across a traced region.
 - `lazy.py`: `autosize`'s placeholder `_` and the layer call that waits for it.
 

@@ -11,7 +11,6 @@ static, which is what `fluxjax.jit` caches on.
 from __future__ import annotations
 
 import functools
-import sys
 import types
 from typing import Any
 
@@ -19,6 +18,7 @@ import jax
 import numpy as np
 
 from ..random import DefaultRNG
+from .keys import EMPTY, IMMUTABLE_TYPES, code_names, is_library, static_key
 from .layer import LAYER_TYPES, bump
 
 NUMBER_TYPES = (int, float, complex, np.number, np.bool_)  # Python and NumPy numbers: leaves where numbers are walked
@@ -233,7 +233,7 @@ def walk(root: list, paths: bool = False, functions: bool = False, read_arrays: 
             sig.append((functools.partial, len(v.args), tuple(v.keywords)))
             for e in (v.func, *v.args, *v.keywords.values()):
                 visit_static_or_walked(e)
-        elif isinstance(v, OPAQUE_TYPES) or isinstance(v, _IMMUTABLE):
+        elif isinstance(v, OPAQUE_TYPES) or isinstance(v, IMMUTABLE_TYPES):
             sig.append(("static", static_key(v, w.watch)))
         elif functions and _plain_holding_layer(v):
             visit_plain(v)
@@ -272,7 +272,7 @@ def walk(root: list, paths: bool = False, functions: bool = False, read_arrays: 
             try:
                 v = cell.cell_contents
             except ValueError:  # an empty cell
-                sig.append(_EMPTY)
+                sig.append(EMPTY)
                 continue
             visit_read(Slot(cell, "cell_contents", "cell"), v)
         g = f.__globals__
@@ -366,144 +366,7 @@ def _holds_layer(v) -> bool:
     return False
 
 
-_EMPTY = object()  # an empty closure cell, in a signature
 AN_ARRAY = object()  # stands for "some array" where a reuse check looks at a value's kind only
-
-
-@functools.lru_cache(maxsize=4096)
-def code_names(code: types.CodeType) -> tuple[str, ...]:
-    """The global (and attribute) names a code object and the code nested in it use."""
-    names = list(code.co_names)
-    for c in code.co_consts:
-        if isinstance(c, types.CodeType):
-            names.extend(code_names(c))
-    return tuple(dict.fromkeys(names))
-
-
-# Code from these packages (and Python's standard library) is taken as fixed: its functions are keyed
-# by identity and what they read is not followed.
-_LIBRARIES = frozenset({"fluxjax", "jax", "jaxlib", "numpy", "optax", "flax", "orbax", "equinox", "chex", "scipy",
-                        "ml_dtypes", "opt_einsum", "sklearn", "tqdm", "matplotlib"})
-
-
-@functools.lru_cache(maxsize=4096)
-def _is_library_module(module: str | None) -> bool:
-    top = (module or "").partition(".")[0]
-    return top in _LIBRARIES or top in sys.stdlib_module_names
-
-
-def is_library(f: Any) -> bool:
-    """Whether `f` is a library's function (fixed code, keyed by identity) rather than the user's."""
-    return _is_library_module(getattr(f, "__module__", None))
-
-
-class _Same:
-    """A key part equal only to the very same object, which it keeps alive (so its id is not reused)."""
-
-    __slots__ = ("obj",)
-
-    def __init__(self, obj):
-        self.obj = obj
-
-    def __eq__(self, other):
-        return type(other) is _Same and other.obj is self.obj
-
-    def __hash__(self):
-        return id(self.obj)
-
-
-_SCALARS = (bool, int, float, complex, str, bytes, type(None), np.bool_, np.number)
-# Values that cannot change in place: keyed as they are.
-_IMMUTABLE = (type, types.ModuleType, types.BuiltinFunctionType, types.BuiltinMethodType, types.CodeType, np.dtype,
-              range, slice, type(Ellipsis), type(NotImplemented))
-_MAX_DEPTH = 6
-
-
-def static_key(v: Any, watch: list | None = None) -> Any:
-    """A hashable key for `v` as a compiled program depends on it when `v` is not a traced input: equal
-    keys mean equal behaviour. Scalars and value-hashed objects by value; jax arrays by identity (they
-    are immutable); functions by their code, captured values and the globals they read (`function_key`);
-    containers, plain objects and NumPy arrays by their contents, with the object kept alive. When the
-    key depends on something that can change in place, `(v, key)` is appended to `watch`, so a reuse
-    check can compute it again (`static_key(v) == key`)."""
-    mutable = [False]
-    key = _static_key(v, mutable, 0)
-    if mutable[0] and watch is not None:
-        watch.append((v, key))
-    return key
-
-
-def _static_key(v, mutable, depth):
-    t = type(v)
-    if t in _SCALARS or isinstance(v, _SCALARS):
-        return (t, v)
-    if isinstance(v, jax.Array):
-        return _Same(v)
-    if depth > _MAX_DEPTH:
-        mutable[0] = True
-        return _Same(v)
-    if t is np.ndarray:
-        mutable[0] = True
-        return (t, v.shape, v.dtype.str, v.tobytes()) if v.size <= 4096 else _Same(v)
-    if t is types.FunctionType:
-        return _function_key(v, mutable, depth)
-    if t is types.MethodType:
-        return (t, _static_key(v.__self__, mutable, depth + 1), _static_key(v.__func__, mutable, depth + 1))
-    if t is functools.partial:
-        mutable[0] = True  # its keywords dict can change
-        return (t, _static_key(v.func, mutable, depth + 1), tuple(_static_key(a, mutable, depth + 1) for a in v.args),
-                tuple((k, _static_key(a, mutable, depth + 1)) for k, a in v.keywords.items()))
-    if t is tuple or t is frozenset or (isinstance(v, tuple) and hasattr(t, "_fields")):
-        return (t, tuple(_static_key(e, mutable, depth + 1) for e in v))
-    if t is list or t is set:
-        mutable[0] = True
-        return (t, _Same(v), tuple(_static_key(e, mutable, depth + 1) for e in v))
-    if t is dict:
-        mutable[0] = True
-        return (t, _Same(v), tuple((_static_key(k, mutable, depth + 1), _static_key(e, mutable, depth + 1))
-                                   for k, e in v.items()))
-    if isinstance(v, _IMMUTABLE):
-        return v
-    own = getattr(t, "__fluxjax_key__", None)
-    if own is not None:  # a class that says what of it a trace depends on
-        mutable[0] = True
-        return (t, _Same(v), own(v))
-    try:
-        hash(v)
-        by_value = t.__hash__ is not object.__hash__
-    except TypeError:
-        by_value = False
-    if by_value:  # enums, frozen dataclasses, shardings, ...: their own equality
-        return v
-    # a plain object (identity-hashed or unhashable): by identity and by what its fields hold now
-    mutable[0] = True
-    d = getattr(v, "__dict__", None)
-    fields = None if d is None else tuple((k, _static_key(e, mutable, depth + 1)) for k, e in d.items())
-    return (t, _Same(v), fields)
-
-
-def _function_key(f, mutable, depth):
-    if is_library(f):
-        return f
-    mutable[0] = True  # its cells, defaults and globals can be rebound
-    cells = []
-    for c in f.__closure__ or ():
-        try:
-            cells.append(_static_key(c.cell_contents, mutable, depth + 1))
-        except ValueError:  # an empty cell
-            cells.append(_EMPTY)
-    g = f.__globals__
-    reads = tuple((n, _static_key(g[n], mutable, depth + 1)) for n in code_names(f.__code__) if n in g)
-    return (f.__code__, tuple(cells), _static_key(f.__defaults__, mutable, depth + 1),
-            _static_key(f.__kwdefaults__, mutable, depth + 1), reads)
-
-
-def function_key(f: types.FunctionType) -> Any:
-    """A function as a cache key: its code, what its closure cells and defaults hold now, and the
-    globals its code reads (see `static_key`). A lambda written inside a loop (`train_(lambda m, x, y:
-    ..., ...)` every epoch) is a new object each time but gets the same key, so it is not compiled
-    again; a closure or global whose value changed gives a new key."""
-    return static_key(f)
 
 
 def leaf_sig(v):

@@ -7,7 +7,8 @@ import types
 
 import jax
 
-from ..core.walk import Slot, code_names
+from ..core.keys import code_names
+from ..core.walk import Slot
 
 
 def _snapshot(f) -> dict:
