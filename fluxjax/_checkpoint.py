@@ -32,20 +32,17 @@ from __future__ import annotations
 
 import atexit
 import errno
-import fcntl
-import functools
 import hashlib
 import json
 import math
 import os
-import re
-import shutil
 from typing import Any, NamedTuple
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
+from ._ckpt_checksum import checksum, digest
+from ._ckpt_dir import CheckpointBusy, drop_pruned, lock_dir, os_errno, prune, remove_unfinished, step_numbers
 from ._ckpt_tree import Encoder, array_refs, decode, from_v1
 from ._flat import shape_of
 from .errors import DimensionMismatch
@@ -54,8 +51,6 @@ from .random import is_typed_key
 
 FORMAT = "fluxjax-checkpoint"
 VERSION = 3  # 3: readable array names, device checksums; 2: flat node table, sha256 per array; 1: nested JSON
-_LOCK = ".fluxjax-save.lock"
-_PRUNED = ".fluxjax-pruned"
 _ITEMS = ("arrays", "meta")
 _MAX_META = 256 * 2**20  # the JSON metadata of a model with millions of arrays stays far below this
 
@@ -67,61 +62,6 @@ class Checkpoint(NamedTuple):
     model: Any
     opt_state: Any
     step: int
-
-
-class CheckpointBusy(RuntimeError):
-    """`save` found another process saving to the same checkpoint directory (it holds the directory's lock);
-    nothing was written. Save to another directory, or wait for the other writer and save again."""
-
-
-def _digest(a: np.ndarray) -> str:
-    """sha256 of a host array's bytes: the per-array check of format versions 1 and 2."""
-    return hashlib.sha256(np.ascontiguousarray(a).view(np.uint8).reshape(-1).tobytes()).hexdigest()
-
-
-def _sums(u: Any, xp: Any) -> Any:
-    """Three wrapping uint32 sums of the words `u` (order-sensitive: a moved, flipped or zeroed word changes them)."""
-    i = xp.arange(u.shape[0], dtype=xp.uint32)
-    mixed = ((u ^ (u >> xp.uint32(16))) * xp.uint32(0x45D9F3B)) ^ (i * xp.uint32(0x9E3779B9))
-    return xp.stack([xp.sum(u, dtype=xp.uint32), xp.sum(u * (i * xp.uint32(2) + xp.uint32(1)), dtype=xp.uint32),
-                     xp.sum(mixed, dtype=xp.uint32)])
-
-
-def _host_words(a: np.ndarray) -> np.ndarray:
-    b = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
-    return np.concatenate([b, np.zeros(-b.size % 4, np.uint8)]).view("<u4")
-
-
-@functools.partial(jax.jit, static_argnums=1)
-def _device_sums(a: jax.Array, itemsize: int) -> jax.Array:
-    """`_sums` of the array's little-endian bytes as uint32 words, computed where `a` lives (any sharding)."""
-    if jnp.issubdtype(a.dtype, jnp.complexfloating):
-        a = jnp.stack([a.real, a.imag], axis=-1)
-        itemsize //= 2
-    if a.dtype == jnp.bool_:
-        a = a.astype(jnp.uint8)
-    a = a.reshape(-1)
-    if itemsize >= 4:
-        u = jax.lax.bitcast_convert_type(a, jnp.uint32).reshape(-1)
-    else:
-        bits = 8 * itemsize
-        u = jax.lax.bitcast_convert_type(a, jnp.uint8 if itemsize == 1 else jnp.uint16).astype(jnp.uint32)
-        per = 4 // itemsize
-        u = jnp.concatenate([u, jnp.zeros(-u.shape[0] % per, jnp.uint32)]).reshape(-1, per)
-        u = sum(u[:, j] << jnp.uint32(bits * j) for j in range(per))
-    return _sums(u, jnp)
-
-
-def _checksum(a: Any) -> str:
-    """Checksum of an array's dtype, shape and bytes: a jax array's is computed by XLA where it lives (a
-    sharded array's on its devices; no host copy), a numpy array's on the host. Both give the same value."""
-    dt = np.dtype(a.dtype)
-    if isinstance(a, jax.Array) and dt.itemsize in (1, 2, 4, 8, 16) and dt.kind in "biufc":
-        s = _device_sums(a, dt.itemsize)
-        s = np.asarray(s.addressable_data(0))
-    else:
-        s = _sums(_host_words(np.asarray(a)), np)
-    return "".join(f"{int(x):08x}" for x in s)
 
 
 def _ocp():
@@ -178,7 +118,7 @@ def save(path: str | os.PathLike, model: Any, opt_state: Any = None, step: int |
     if keep is not None and (not isinstance(keep, (int, np.integer)) or isinstance(keep, bool) or keep < 1):
         raise ValueError(f"save: keep must be a positive integer (how many newest steps to keep), got {keep!r}")
     wait_until_finished(path)
-    enc = Encoder(_checksum)
+    enc = Encoder(checksum)
     body = {"format": FORMAT, "version": VERSION, "model": enc.encode(state(model), "model"),
             "opt_state": None if opt_state is None else enc.encode(state(opt_state), "opt_state"),
             "nodes": enc.nodes, "arrays": enc.info}
@@ -187,11 +127,11 @@ def save(path: str | os.PathLike, model: Any, opt_state: Any = None, step: int |
     lead = jax.process_index() == 0
     if lead:
         os.makedirs(path, exist_ok=True)
-    lock = _lock(path) if lead else None
+    lock = lock_dir(path) if lead else None
     mgr = None
     try:
         if lead:
-            _drop_pruned(path)
+            drop_pruned(path)
         mgr = _manager(path, create=True, async_=async_)
         if step is None:
             latest = mgr.latest_step()
@@ -241,9 +181,9 @@ class _Save:
         except Exception:  # the save already failed; its own error is the one to report
             pass
         if self.lock is not None:
-            _remove_unfinished(self.path, self.step)
+            remove_unfinished(self.path, self.step)
             self.lock.close()
-        os_error = _os_error(e)
+        os_error = os_errno(e)
         if os_error is None:
             raise e
         what = "no space left on device" if os_error == errno.ENOSPC else os.strerror(os_error)
@@ -258,7 +198,7 @@ class _Save:
         self.mgr.close()
         try:
             if self.lock is not None and self.keep is not None:
-                _prune(self.path, self.keep)
+                prune(self.path, self.keep)
         finally:
             if self.lock is not None:
                 self.lock.close()
@@ -298,65 +238,6 @@ def wait_until_finished(path: str | os.PathLike | None = None) -> None:
 
 
 atexit.register(wait_until_finished)
-
-
-def _lock(path: str) -> Any:
-    """Hold `path`'s save lock (an flock: the kernel releases it if this process dies), or `CheckpointBusy`."""
-    f = open(os.path.join(path, _LOCK), "a")
-    try:
-        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        f.close()
-        raise CheckpointBusy(f"save: another process is saving to {path!r} (it holds {_LOCK}); nothing was written. "
-                             "Save from one process at a time, or to another directory") from None
-    return f
-
-
-def _drop_pruned(path: str) -> None:
-    """Delete what an interrupted prune left (steps already renamed out of their number)."""
-    for n in os.listdir(path):
-        if n.endswith(_PRUNED):
-            shutil.rmtree(os.path.join(path, n), ignore_errors=True)
-
-
-def _prune(path: str, keep: int) -> None:
-    """Keep the newest `keep` steps: each older step is first renamed to `<step>.fluxjax-pruned` (one atomic
-    rename: `load` never sees it again), then deleted."""
-    for s in _steps(path)[:-keep]:
-        gone = os.path.join(path, f"{s}{_PRUNED}")
-        os.rename(os.path.join(path, str(s)), gone)
-        shutil.rmtree(gone)
-
-
-def _os_error(e: BaseException) -> int | None:
-    """The errno of the OS error behind a failed save: an `OSError` (Python writes, e.g. the metadata) or
-    tensorstore's `ValueError("RESOURCE_EXHAUSTED: ... [os_error_code='28']")` (the arrays), anywhere in
-    the exception's chain; None when it was not an OS error."""
-    seen = set()
-    while e is not None and id(e) not in seen:
-        seen.add(id(e))
-        if isinstance(e, OSError) and e.errno:
-            return e.errno
-        m = re.search(r"os_error_code='(\d+)'", str(e))
-        if m:
-            return int(m.group(1))
-        if "No space left on device" in str(e):
-            return errno.ENOSPC
-        e = e.__cause__ or e.__context__
-    return None
-
-
-def _remove_unfinished(path: str, step: int) -> None:
-    """Remove what a failed save of `step` left (orbax's `<step>.orbax-checkpoint-tmp*` directory, or
-    `<step>/` itself if the failure came after orbax's rename: `save` checked that it did not exist), so
-    the space is freed and no step that `save` did not report is ever listed."""
-    for n in os.listdir(path):
-        if n == str(step) or re.fullmatch(rf"{step}\.orbax-checkpoint-tmp.*", n):
-            shutil.rmtree(os.path.join(path, n), ignore_errors=True)
-
-
-def _steps(path: str) -> list[int]:
-    return sorted(int(n) for n in os.listdir(path) if re.fullmatch(r"\d+", n) and os.path.isdir(os.path.join(path, n)))
 
 
 def _check_info(info: Any, where: str) -> None:
@@ -445,7 +326,7 @@ def _read(path: str, step: int | None, targets: tuple) -> tuple[dict, dict, int,
         raise FileNotFoundError(f"load: no checkpoint directory {path!r}")
     if not os.path.isdir(path):
         raise CheckpointError(f"load: {path!r} is a file, not a fluxjax checkpoint directory (see fluxjax.save)")
-    steps = _steps(path)
+    steps = step_numbers(path)
     if not steps:
         raise CheckpointError(f"load: {path!r} holds no finished fluxjax checkpoint (no numbered step directory)")
     if step is None:
@@ -501,7 +382,7 @@ def _read(path: str, step: int | None, targets: tuple) -> tuple[dict, dict, int,
     for k in needed:
         a, d = arrays[k], info[k]
         if (np.dtype(a.dtype).name != d["dtype"] or list(a.shape) != d["shape"]
-                or (_checksum(a) != d["checksum"] if "checksum" in d else _digest(np.asarray(a)) != d["sha256"])):
+                or (checksum(a) != d["checksum"] if "checksum" in d else digest(np.asarray(a)) != d["sha256"])):
             raise CheckpointError(f"load: {where!r}: array {k} is corrupted (dtype, shape or checksum mismatch)")
     for k in set(info) - needed:  # never read: a stand-in of the right shape that allocates nothing
         arrays[k] = np.broadcast_to(np.zeros((), np.dtype(info[k]["dtype"])), tuple(info[k]["shape"]))

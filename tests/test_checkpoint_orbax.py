@@ -20,7 +20,7 @@ import pytest
 
 import fluxjax
 from fluxjax import Adam, Chain, Dense
-from fluxjax._checkpoint import _checksum
+from fluxjax._ckpt_checksum import checksum as _checksum
 
 WORKER = Path(__file__).with_name("ckpt_worker.py")
 
