@@ -138,27 +138,30 @@ def _collect(opt_state, model, grads, keep_none=False):
     """[(leaf, x, summed grad, slots)] for every Leaf with a gradient, each Leaf once. A slot is a
     `Slot` (rebound through the state thread) or a `_Root` (a position in an immutable model).
     With `keep_none`, every leaf (or `Part`, one per view position) comes, its gradient `None` when
-    it has none."""
+    it has none.
+
+    A Leaf reached along several paths (a tied array, or a tied layer reached through two fields)
+    gets the sum of the gradients of every path, once each (Optimisers.jl), since `gradient` gives
+    each path its own (Zygote); every place that holds the array is rebound, also a place whose
+    gradient is `None`, so a tie never leaves a stale copy behind."""
     acc: dict[Any, list] = {}
-    seen: set = set()
 
     def go(st, m, g, slot):
-        if st is None or (g is None and not keep_none):
+        if st is None:
             return
         if isinstance(st, (Leaf, Part)):
             if isinstance(st, Leaf) and st.frozen or not is_array(m):
                 return
-            ident = slot.ident()
-            if ident in seen:
-                return
-            seen.add(ident)
             key = ("part", st.index) if isinstance(st, Part) else id(st)
             e = acc.get(key)
             if e is None:
-                acc[key] = [st, m, g, [slot]]
-            else:
-                e[2] = g if e[2] is None else e[2] if g is None else e[2] + g
+                e = acc[key] = [st, m, None, [], set()]
+            ident = slot.ident()
+            if ident not in e[4]:  # the same place reached again (a tied layer): rebound once
+                e[4].add(ident)
                 e[3].append(slot)
+            if g is not None:
+                e[2] = g if e[2] is None else e[2] + g
             return
         if isinstance(st, Tangent):
             if not is_layer(m):
@@ -177,7 +180,7 @@ def _collect(opt_state, model, grads, keep_none=False):
                 go(s, m[k], g.get(k) if isinstance(g, dict) else None, _sub(slot, m, k))
 
     go(opt_state, model, grads, _Root())
-    return list(acc.values())
+    return [e[:4] for e in acc.values() if keep_none or e[2] is not None]
 
 
 def _sub(slot, container, k):

@@ -10,10 +10,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..core.layer import is_float_array, is_layer
+from ..core.layer import LAYER_TYPES, is_float_array, is_layer
 from ..core.region import commit, run_in_region
 from ..core.region import written as _written
-from ..core.walk import NUMBER_TYPES, PARAM, Slot, walk
+from ..core.walk import NUMBER_TYPES, PARAM, Slot, is_visited, walk
 from .implicit import Grads, Params
 from .tangent import _rebuild
 
@@ -30,14 +30,132 @@ class _Plan:
             commit(slot, v)
 
 
-def _make_fx(call, slot_groups, written):
+def _make_fx(call, slot_groups, written, untied=None):
+    pre = untied.swaps if untied is not None else []
+
     def fx(*xs):
-        y, writes = run_in_region(call, [(s, x) for slots, x in zip(slot_groups, xs) for s in slots], _written,
+        y, writes = run_in_region(call, pre + [(s, x) for slots, x in zip(slot_groups, xs) for s in slots], _written,
                                   differentiating=True)
+        if untied is not None:
+            writes = untied.originals(writes)
         written[:] = [slot for slot, _ in writes]
         return y, [v for _, v in writes]
 
     return fx
+
+
+def _has_tied_layer(w) -> bool:
+    """Whether `walk` reached some layer twice (its signature records `("tied", index)`)."""
+    return any(type(e) is tuple and len(e) == 2 and e[0] == "tied" and type(e[1]) is int for e in w.signature)
+
+
+class _Untied:
+    """Zygote gives each *path* to a layer its own gradient: for `Model(d, d)`, `g.a` is the gradient
+    through `m.a` and `g.b` the one through `m.b` (Flux issue 1767); Optimisers.jl sums them before it
+    updates `d` once (`optimise.tree`). A walk reaches a tied layer once, so for the duration of the
+    explicit `gradient`, each occurrence of a tied layer after the first is replaced (in its parent's
+    slot; put back afterwards, also on error) by a shallow copy that holds the same arrays and gets its
+    own tracers. Layers holding no float parameter stay tied (they get no gradient anyway). State that
+    a copy writes (BatchNorm's statistics) lands on the original layer; when two occurrences both write
+    one state field, the second would have read stale state, so that raises.
+
+    Layers reached only through a plain (non-`@layer`) object are not untied: they get the total."""
+
+    def __init__(self, box: list):
+        self.swaps: list[tuple[Slot, Any]] = []
+        self.origin: dict[int, Any] = {}  # id(copy) -> the original layer
+        self.ours: set[int] = {id(box)}  # containers built here: changed directly, never swapped
+        self._keep: list = []  # the copies, alive while their ids are keys
+        seen: set[int] = set()
+
+        def place(owner, key, attr, path, c):
+            slot = Slot(owner, key, attr, path)
+            if id(owner) in self.ours:
+                slot.set(c)
+            else:
+                self.swaps.append((slot, c))
+
+        def go(owner, key, attr, path, v):
+            t = type(v)
+            if t in LAYER_TYPES:
+                if id(v) in seen:
+                    if not _holds_float(v, set()):
+                        return
+                    c = object.__new__(t)
+                    c.__dict__.update({k: self._fresh(e) for k, e in v.__dict__.items()})
+                    self.origin[id(c)] = self.origin.get(id(v), v)
+                    self.ours.add(id(c))
+                    self._keep.append(c)
+                    place(owner, key, attr, path, c)
+                    v = c
+                seen.add(id(v))
+                for name, e in list(v.__dict__.items()):
+                    if is_visited(e):
+                        go(v, name, True, (), e)
+            elif t is list or t is dict:
+                for k, e in list(v.items() if t is dict else enumerate(v)):
+                    go(v, k, False, (), e)
+            elif isinstance(v, tuple):
+                for i, e in enumerate(v):
+                    go(owner, key, attr, path + (i,), e)
+
+        for i, v in enumerate(box):
+            go(box, i, False, (), v)
+
+    def _fresh(self, v):
+        """`v` with its lists and dicts copied: a copied layer must not share containers with the
+        original, since the copies of the layers inside them are put in them."""
+        t = type(v)
+        if t is list or t is dict:
+            new = {k: self._fresh(e) for k, e in v.items()} if t is dict else [self._fresh(e) for e in v]
+            self.ours.add(id(new))
+            self._keep.append(new)
+            return new
+        if isinstance(v, tuple) and any(type(e) in (list, dict) or isinstance(e, tuple) for e in v):
+            items = [self._fresh(e) for e in v]
+            return t(*items) if hasattr(v, "_fields") else t(items)
+        return v
+
+    def __bool__(self):
+        return bool(self.origin)
+
+    def run(self, call):
+        """`call()` with the copies in place."""
+        return run_in_region(call, self.swaps)[0]
+
+    def originals(self, writes):
+        """The region's writes with each copy's slot moved to its original layer."""
+        out: dict[tuple, tuple[Slot, Any]] = {}
+        for slot, v in writes:
+            orig = self.origin.get(id(slot.owner))
+            if orig is not None:
+                slot = Slot(orig, slot.key, slot.attr, slot.path)
+            ident = slot.ident()
+            if ident in out:
+                raise RuntimeError(
+                    f"gradient: the {type(slot.owner).__name__} layer used at two places of the model wrote its "
+                    f"state field {slot.key!r} at both. gradient gives each place its own copy of the layer "
+                    "(Zygote's per-path gradients), so the second use would read stale state. Put the layer "
+                    "in test mode (testmode_), or use two separate layers."
+                )
+            out[ident] = (slot, v)
+        return list(out.values())
+
+
+def _holds_float(v, seen) -> bool:
+    """Whether a layer (or container) holds a float array outside its state fields."""
+    t = type(v)
+    if t in LAYER_TYPES:
+        if id(v) in seen:
+            return False
+        seen.add(id(v))
+        st = getattr(t, "__fluxjax_state__", ())
+        return any(_holds_float(e, seen) for k, e in v.__dict__.items() if k not in st and is_visited(e))
+    if t is list or isinstance(v, tuple):
+        return any(_holds_float(e, seen) for e in v)
+    if t is dict:
+        return any(_holds_float(e, seen) for e in v.values())
+    return is_float_array(v)
 
 
 def _as_primal(v):
@@ -81,6 +199,11 @@ def _differentiable(w) -> list[int]:
 def _explicit_plan(f, args, name, static=frozenset()) -> _Plan:
     box = list(args)
     w = walk(box)
+    untied = _Untied(box) if _has_tied_layer(w) else None
+    if untied is not None and not untied:
+        untied = None
+    if untied is not None:
+        w = untied.run(lambda: walk(box))
     diff = [i for i in _differentiable(w) if i not in static]
     if not diff:
         bad = [a for a in args if isinstance(a, (str, bytes)) or callable(a) and not is_layer(a)]
@@ -90,14 +213,14 @@ def _explicit_plan(f, args, name, static=frozenset()) -> _Plan:
                 "arguments must be numbers, float arrays, layers or containers of them"
             )
     written: list[Slot] = []
-    fx = _make_fx(lambda: f(*box), [[w.slots[i]] for i in diff], written)
+    fx = _make_fx(lambda: f(*box), [[w.slots[i]] for i in diff], written, untied)
     primals = [_as_primal(w.leaves[i]) for i in diff]
 
     def finish(grads):
         by_leaf: list[Any] = [None] * len(w.leaves)
         for i, g in zip(diff, grads):
             by_leaf[i] = g
-        return _rebuild(box, by_leaf)
+        return untied.run(lambda: _rebuild(box, by_leaf)) if untied is not None else _rebuild(box, by_leaf)
 
     return _Plan(fx, primals, finish, written, [i for i in diff if _is_int(w.leaves[i])])
 
