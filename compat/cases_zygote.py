@@ -581,3 +581,48 @@ def case_showgrad():
     close(g, [3.0, 2.0])
     close(g2[0], 4.0)
     assert out.getvalue().splitlines() == ["∂(a) = 3.0", "∂(a) = 2.0"], out.getvalue()
+
+
+@fluxjax.layer
+class TwoPaths:
+    def __init__(self, a, b):
+        self.a, self.b = a, b
+
+    def __call__(self, x):
+        return self.a(x) + self.b(x)
+
+
+@case(
+    names=("gradient", "destructure", "update!"),
+    source="Flux.jl test/utils.jl (issue 1767)",
+    julia="""
+    struct Model; a; b; end
+    Flux.@layer Model
+    (m::Model)(x) = m.a(x) .+ m.b(x)
+    d = Dense(1, 1)
+    x = rand(Float32, 1, 1)
+    model = Model(d, d)
+    # Sharing the parameters
+    @test Flux.trainables(model) |> length == 2
+    g1 = Flux.gradient(m -> sum(m(x)), model)[1]
+    p, re = Flux.destructure(model)
+    g2 = Flux.gradient(p -> sum(re(p)(x)), p)[1]
+    @test g2 ≈ vcat(g1.a.weight .+ g1.b.weight, g1.a.bias .+ g1.b.bias)
+    """,
+)
+def case_shared_layer_per_path_gradient():
+    # Zygote gives each path its own gradient (g1.a and g1.b are x and 1 each); Optimisers.jl sums them
+    d = fluxjax.Dense(jnp.array([[0.7]]), jnp.array([0.2]))
+    x = jnp.array([[0.4]])
+    model = TwoPaths(d, d)
+    assert len(fluxjax.params(model)) == 2
+    (g1,) = Z.gradient(lambda m: jnp.sum(m(x)), model)
+    close(g1.a.weight, [[0.4]])
+    close(g1.b.bias, [1.0])
+    p, re = fluxjax.destructure(model)
+    (g2,) = Z.gradient(lambda p: jnp.sum(re(p)(x)), p)
+    close(g2, np.concatenate([(g1.a.weight + g1.b.weight).ravel(), g1.a.bias + g1.b.bias]))
+    st = fluxjax.setup(fluxjax.Descent(0.1), model)
+    fluxjax.update_(st, model, g1)
+    assert model.a is model.b
+    close(d.weight, [[0.7 - 0.1 * 0.8]])

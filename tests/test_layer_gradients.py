@@ -449,3 +449,26 @@ def test_named_chain_functional_keys(seeded):
     assert set(p) == {"layers['enc'].weight", "layers['enc'].bias", "layers['dec'].weight"}
     assert p["layers['enc'].weight"] is m.enc.weight and p["layers['dec'].weight"] is m.dec.weight
     close(apply(p, s, jnp.ones(2))[0], m(jnp.ones(2)))
+
+
+def test_tied_array_stays_tied_when_one_occurrence_has_no_gradient():
+    """Optimisers.jl test/runtests.jl "tied weights": a tied array whose gradient is `nothing` at one
+    occurrence is updated at every occurrence (never one stale copy), with the other occurrence's sum."""
+    W = jnp.array([[0.5, -0.3], [0.2, 0.8]])
+    m = Chain(Dense(W, jnp.array([0.1, -0.1])), Dense(W, jnp.array([0.3, 0.2])))
+    x = jnp.array([[0.3], [-0.7]])
+    (g,) = gradient(lambda m: jnp.sum(m[0](x) ** 2), m)  # the second layer is unused
+    assert g.layers[1] is None
+    st = fluxjax.setup(fluxjax.Descent(0.1), m)
+    fluxjax.update_(st, m, g)
+    assert m[0].weight is m[1].weight
+    close(m[0].weight, np.asarray(W) - 0.1 * np.asarray(g.layers[0].weight))
+    close(m[1].bias, [0.3, 0.2])
+    # a tied layer used at one place only
+    d = Dense(W, jnp.array([0.1, -0.1]))
+    model = _Twice(d, d)
+    (g2,) = gradient(lambda m: jnp.sum(m.a(x) ** 2), model)
+    assert g2.b is None and g2.a is not None
+    s2, m2 = fluxjax.update(fluxjax.setup(fluxjax.Descent(0.1), model), model, g2)
+    assert m2.a is m2.b
+    close(m2.b.weight, np.asarray(W) - 0.1 * np.asarray(g2.a.weight))
