@@ -12,7 +12,7 @@ import numpy as np
 
 from .adtypes import ADType, AutoFiniteDifferences
 from .closure import _check_leaks, _snapshot
-from .plan import WithGradient, _grads, _plan, _used_inputs, _vjp, zygote_cotangents, zygote_seed
+from .plan import WithGradient, _grads, _plan, _used_inputs, _vjp, traced_with, zygote_cotangents, zygote_seed
 
 
 def gradient(f: Callable, *args) -> Any:
@@ -99,14 +99,18 @@ def _jacobian_rows(y, back) -> list:
     return [J.reshape(yshape + J.shape[1:]) for J in zygote_cotangents(rows)]
 
 
+def _jacobian_vjp(plan):
+    return jax.vjp(plan.fx, *plan.primals, has_aux=True) if plan.primals else None
+
+
 def withjacobian(f: Callable, *args) -> WithGradient:
     """`(val, jacobians)`: for an array argument `a`, `J[k, i] = ∂vec(y)[k] / ∂vec(a)[i]`; for complex
     numbers, Zygote's convention (row `k` is `back(e_k)`, see `pullback`)."""
-    plan = _plan(f, args, "jacobian")
-    if not plan.primals:
+    plan, run = traced_with(f, args, "jacobian", _jacobian_vjp)  # an int used as an axis gets None
+    if run is None:
         y, _ = plan.fx()
         return WithGradient(y, plan.finish([]))
-    y, back, aux = jax.vjp(plan.fx, *plan.primals, has_aux=True)
+    y, back, aux = run
     plan.commit(aux)
     jac = _jacobian_rows(y, back)
     yshape = np.shape(y)

@@ -13,7 +13,7 @@ import numpy as np
 from ..core.layer import LAYER_TYPES, is_float_array, is_layer
 from ..core.region import commit, run_in_region
 from ..core.region import written as _written
-from ..core.walk import NUMBER_TYPES, PARAM, Slot, is_visited, walk
+from ..core.walk import NUMBER_TYPES, STATE, Slot, is_visited, walk
 from .implicit import Grads, Params
 from .tangent import _rebuild
 
@@ -159,7 +159,15 @@ def _holds_float(v, seen) -> bool:
 
 
 def _as_primal(v):
+    """The value `gradient` traces for a leaf. A Python number becomes a *weakly typed* scalar, which
+    JAX promotes as it promotes the Python number itself, so arithmetic inside `gradient` has the dtype
+    it has outside (`float16_array * 0.5` stays float16); an int is traced as a float (its value is
+    kept; Zygote differentiates integers as reals). NumPy scalars are strongly typed, as outside."""
     if isinstance(v, NUMBER_TYPES) and not isinstance(v, (bool, np.bool_)):
+        if type(v) in (int, float):
+            return jnp.asarray(float(v))
+        if type(v) is complex:
+            return jnp.asarray(v)
         kind = complex if isinstance(v, (complex, np.complexfloating)) else float
         return jnp.asarray(v, dtype=jnp.result_type(kind))
     return v
@@ -187,12 +195,13 @@ def _is_int(v) -> bool:
 
 
 def _differentiable(w) -> list[int]:
-    """The leaves of a `walk` that `gradient` differentiates: parameters that are float or complex arrays,
-    or numbers (real or complex; not bools)."""
+    """The leaves of a `walk` that `gradient` differentiates: float or complex arrays, or numbers (real or
+    complex; not bools), that are not state. Fields that a layer's `trainable=` leaves out (role OTHER)
+    are differentiated too: Flux's `trainable` restricts what optimisers change, not what Zygote sees."""
     return [
         i
         for i, (v, r) in enumerate(zip(w.leaves, w.roles))
-        if r == PARAM and (is_float_array(v) or (isinstance(v, NUMBER_TYPES) and not isinstance(v, (bool, np.bool_))))
+        if r != STATE and (is_float_array(v) or (isinstance(v, NUMBER_TYPES) and not isinstance(v, (bool, np.bool_))))
     ]
 
 
@@ -294,26 +303,35 @@ def _run_vjp(plan: _Plan, first_only):
 
 
 def _traced(f, args, name, first_only):
-    """`jax.vjp` of the plan for `f(*args)`. Python ints are differentiated as numbers, as Zygote does
-    (`gradient(x -> 3x^2 + 2x + 1, 5) == (32,)`), which needs a float tracer in their place; when that
-    makes `f` fail with a `TypeError` (an int used as an index or a size, where Zygote's rules give
+    """`jax.vjp` of the plan for `f(*args)`: `(plan, (y, back, full, aux))`; see `traced_with`."""
+    return traced_with(f, args, name, lambda plan: _run_vjp(plan, first_only))
+
+
+_INT_ERRORS = (TypeError, ValueError)  # a tracer where an int is needed: as an index, a size, or a
+# static argument of a jitted function (jax raises ValueError "Non-hashable static arguments")
+
+
+def traced_with(f, args, name, run):
+    """`(plan, run(plan))` for the plan of `f(*args)`. Python ints are differentiated as numbers, as
+    Zygote does (`gradient(x -> 3x^2 + 2x + 1, 5) == (32,)`), which needs a float tracer in their place;
+    when that makes `f` fail (an int used as an index, a size or an axis, where Zygote's rules give
     `nothing`), the ints are held static instead, and then made differentiable again one at a time where
     `f` allows it. (So `f` runs more than once on that path.)"""
     plan = _plan(f, args, name)
     try:
-        return plan, _run_vjp(plan, first_only)
-    except TypeError:
+        return plan, run(plan)
+    except _INT_ERRORS:
         if not plan.ints:
             raise
     static = frozenset(plan.ints)
     plan = _plan(f, args, name, static)
-    res = _run_vjp(plan, first_only)  # still failing: not the ints' fault, raise that error
+    res = run(plan)  # still failing: not the ints' fault, raise that error
     for i in sorted(static):
         trial = static - {i}
         try:
             p2 = _plan(f, args, name, trial)
-            r2 = _run_vjp(p2, first_only)
-        except TypeError:
+            r2 = run(p2)
+        except _INT_ERRORS:
             continue
         static, plan, res = trial, p2, r2
     return plan, res
