@@ -472,3 +472,37 @@ def test_tied_array_stays_tied_when_one_occurrence_has_no_gradient():
     s2, m2 = fluxjax.update(fluxjax.setup(fluxjax.Descent(0.1), model), model, g2)
     assert m2.a is m2.b
     close(m2.b.weight, np.asarray(W) - 0.1 * np.asarray(g2.a.weight))
+
+
+def test_tied_layer_per_path_under_jit_matches_eager():
+    """`gradient` of a tied model inside `fluxjax.jit` gives the eager per-path answer, warm and cold,
+    and leaves the tie in the model."""
+    d = Dense(jnp.array([[0.7, 0.1]]), jnp.array([0.2]))
+    m = _Twice(d, d)
+    x = jnp.array([[0.4], [1.0]])
+    loss = lambda m: jnp.sum(m(x) ** 2)
+    ge = gradient(loss, m)[0]
+    f = fluxjax.jit(lambda m: gradient(loss, m)[0])
+    for _ in range(2):
+        gj = f(m)
+        close(gj.a.weight, ge.a.weight)
+        close(gj.b.bias, ge.b.bias)
+        assert m.a is m.b is d
+
+
+def test_tied_stateful_layer_in_train_mode_raises():
+    """A BatchNorm used twice in train mode: each use gets its own copy for its per-path gradient, so the
+    second would read stale statistics; that raises (naming the layer and what to do) and leaves the
+    model as it was. In test mode the per-path gradients come as usual."""
+    bn = fluxjax.BatchNorm(1)
+    c = Chain(bn, bn)
+    x = jnp.array([[1.0, 2.0, 4.0]])
+    with pytest.raises(RuntimeError, match="BatchNorm layer used at two places.*testmode_"):
+        gradient(lambda c: jnp.sum(c(x)), c)
+    close(bn.mu, [0.0])
+    assert c.layers[0] is c.layers[1] is bn
+    fluxjax.testmode_(c)
+    (g,) = gradient(lambda c: jnp.sum(c(x) ** 2), c)
+    assert g.layers[0] is not g.layers[1] and g.layers[0].mu is None
+    gs = gradient(lambda: jnp.sum(c(x) ** 2), params(c))
+    close(gs[bn.gamma], g.layers[0].gamma + g.layers[1].gamma)
