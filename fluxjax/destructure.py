@@ -16,10 +16,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from .core.layer import is_array, is_float_array, is_layer, trainable
+from .core.walk import find_plain
 from .errors import DimensionMismatch
 from .functors import fmap
 from .keypath import KeyPath
 from .zygote import Tangent
+from .zygote.implicit import raise_plain
 
 
 def _walk(x: Any, visit: Callable[[Any, tuple], None]) -> None:
@@ -32,6 +34,11 @@ def _walk(x: Any, visit: Callable[[Any, tuple], None]) -> None:
             if id(v) in seen:
                 return
             seen.add(id(v))
+            if is_layer(v):
+                for e in v.__dict__.values():
+                    plain = find_plain(e, pytrees=True)
+                    if plain is not None:
+                        raise_plain(plain, "trainables")
             for k, e in (v.fields if isinstance(v, Tangent) else trainable(v)).items():
                 go(e, keys + (k,))
         elif is_array(v):
@@ -43,6 +50,8 @@ def _walk(x: Any, visit: Callable[[Any, tuple], None]) -> None:
         elif isinstance(v, dict):
             for k, e in v.items():
                 go(e, keys + (k,))
+        elif find_plain(v, pytrees=True) is not None:
+            raise_plain(v, "trainables")
 
     go(x, ())
 

@@ -20,8 +20,9 @@ import optax
 from ..core.layer import is_array, is_float_array, is_layer, layer, trainable
 from ..core.region import commit, current_region
 from ..core.sharing import sharing
-from ..core.walk import Slot
+from ..core.walk import Slot, find_plain
 from ..zygote import Grads, Params, Tangent
+from ..zygote.implicit import raise_plain
 from .wholetree import (
     Part,
     TreeState,
@@ -88,7 +89,7 @@ def setup(rule: optax.GradientTransformation, model: Any) -> Any:
             memo[id(v)] = t = Tangent(type(v), fields)
             tr = trainable(v)
             for k, e in v.__dict__.items():
-                fields[k] = build(e) if k in tr else None
+                fields[k] = build(e) if k in tr else _refuse_plain(e)
             return t
         if is_float_array(v):
             if id(v) not in leaves:
@@ -102,7 +103,7 @@ def setup(rule: optax.GradientTransformation, model: Any) -> Any:
             return type(v)(*items) if hasattr(v, "_fields") else tuple(items)
         if isinstance(v, dict):
             return {k: build(e) for k, e in v.items()}
-        return None
+        return _refuse_plain(v)
 
     with sharing():  # leaves set up together hold one βt, one array per hyperparameter
         tree = build(model)
@@ -111,6 +112,13 @@ def setup(rule: optax.GradientTransformation, model: Any) -> Any:
     if not leaves:
         warnings.warn(f"setup: model has no trainable parameters: {type(model).__name__}", stacklevel=2)
     return tree
+
+
+def _refuse_plain(v) -> None:
+    """`setup` of a plain object (no `@layer`) holding arrays raises: it would be silently frozen."""
+    plain = find_plain(v, pytrees=True)
+    if plain is not None:
+        raise_plain(plain, "setup")
 
 
 def _field(node, name):

@@ -14,7 +14,7 @@ from ..core.layer import LAYER_TYPES, is_float_array, is_layer
 from ..core.region import commit, run_in_region
 from ..core.region import written as _written
 from ..core.walk import NUMBER_TYPES, STATE, Slot, is_visited, walk
-from .implicit import Grads, Params
+from .implicit import Grads, Params, raise_plain
 from .tangent import _rebuild
 
 
@@ -208,6 +208,8 @@ def _differentiable(w) -> list[int]:
 def _explicit_plan(f, args, name, static=frozenset()) -> _Plan:
     box = list(args)
     w = walk(box)
+    if w.plain:
+        raise_plain(w.plain[0], name)
     untied = _Untied(box) if _has_tied_layer(w) else None
     if untied is not None and not untied:
         untied = None

@@ -174,3 +174,74 @@ def test_trainables_with_path():
     assert ps[0][1] is W
     d = {"a": jnp.ones(2), "b": (3, jnp.zeros(1))}
     assert [kp for kp, _ in trainables(d, path=True)] == [KeyPath("a"), KeyPath("b", 1)]
+
+
+# ----------------------------------------------------------------------------------------------
+# 4. plain Python objects and other libraries' modules are refused, never silently frozen
+
+
+class _Plain:
+    """Not a @fluxjax.layer."""
+
+    def __init__(self):
+        self.W = jnp.array([1.0, 2.0])
+
+    def __call__(self, x):
+        return self.W * x
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda p, x: gradient(lambda p: jnp.sum(p(x)), p),
+        lambda p, x: gradient(lambda c: jnp.sum(c(x)), Chain(p)),
+        lambda p, x: fluxjax.params(Chain(p)),
+        lambda p, x: fluxjax.setup(fluxjax.Descent(0.1), Chain(p)),
+        lambda p, x: trainables(Chain(p)),
+        lambda p, x: trainables({"a": p}),
+    ],
+    ids=["gradient", "gradient-in-chain", "params", "setup", "trainables", "trainables-dict"],
+)
+def test_plain_object_holding_arrays_is_refused(call):
+    """Flux 0.16 walks any struct; fluxjax walks layers, so a plain object holding arrays raises an error
+    naming @fluxjax.layer instead of a silent `None` gradient or a silently frozen part."""
+    with pytest.raises(TypeError, match=r"_Plain object, which is not a fluxjax layer.*@fluxjax\.layer"):
+        call(_Plain(), jnp.array([3.0, 4.0]))
+
+
+def test_plain_object_without_arrays_is_static():
+    """A plain object holding only configuration (no arrays, no layers) stays static, as before."""
+
+    class Config:
+        def __init__(self):
+            self.scale = 2.0
+
+    @fluxjax.layer
+    class Scaled:
+        def __init__(self):
+            self.W = jnp.array([1.0, 2.0])
+            self.cfg = Config()
+
+        def __call__(self, x):
+            return self.cfg.scale * self.W * x
+
+    m = Scaled()
+    (g,) = gradient(lambda m: jnp.sum(m(jnp.array([3.0, 4.0]))), m)
+    close(g.W, [6.0, 8.0])
+    assert g.cfg is None and len(trainables(m)) == 1
+
+
+def test_flax_nnx_module_in_a_chain():
+    """A `flax.nnx.Linear` inside a Chain: `gradient` differentiates it (it is a jax pytree; its gradient
+    matches flax's own `nnx.grad`), and `setup`/`trainables`, which would silently skip it, raise."""
+    nnx = pytest.importorskip("flax.nnx")
+    lin = nnx.Linear(2, 1, rngs=nnx.Rngs(0))
+    x = jnp.array([[1.0, 2.0]])
+    (g,) = gradient(lambda c: jnp.sum(c(x) ** 2), Chain(lin))
+    want = nnx.grad(lambda m: jnp.sum(m(x) ** 2))(lin)
+    close(g.layers[0].kernel[...], want["kernel"][...])
+    close(g.layers[0].bias[...], want["bias"][...])
+    with pytest.raises(TypeError, match="Linear object, which is not a fluxjax layer"):
+        fluxjax.setup(fluxjax.Adam(), Chain(lin))
+    with pytest.raises(TypeError, match="Linear object, which is not a fluxjax layer"):
+        trainables(Chain(lin))
