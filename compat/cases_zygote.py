@@ -626,3 +626,61 @@ def case_shared_layer_per_path_gradient():
     fluxjax.update_(st, model, g1)
     assert model.a is model.b
     close(d.weight, [[0.7 - 0.1 * 0.8]])
+
+
+@case(
+    names=("jacobian",),
+    source="Zygote.jl src/lib/grad.jl jacobian (an argument that is not an array gets nothing); Julia lines written for this port",
+    julia="""
+    j5 = jacobian((x, y) -> cumsum(x; dims=y), [1.0, 2, 3], 1)
+    @test j5[1] == LowerTriangular(ones(3, 3))
+    @test j5[2] === nothing
+    """,
+)
+def case_jacobian_int_axis():
+    J, n = Z.jacobian(lambda x, d: jnp.cumsum(x, axis=d), jnp.array([1.0, 2.0, 3.0]), 0)
+    assert n is None
+    close(J, np.tril(np.ones((3, 3))))
+
+
+@case(
+    names=("Buffer",),
+    source="Zygote.jl src/tools/buffer.jl (Base.deleteat!(b::Buffer, i)); Julia lines written for this port",
+    julia="""
+    gradient([1.0, 2, 3]) do x
+      b = Zygote.Buffer(x)
+      b[:] = x
+      deleteat!(b, 2)
+      sum(copy(b))
+    end == ([1, 0, 1],)
+    """,
+)
+def case_buffer_deleteat():
+    def f(x):
+        b = Z.Buffer(x)
+        b[:] = x
+        del b[1]
+        return jnp.sum(b.copy())
+
+    (g,) = Z.gradient(f, jnp.array([1.0, 2.0, 3.0]))
+    close(g, [1.0, 0.0, 1.0])
+
+
+@case(
+    names=("trainables",),
+    source="Optimisers.jl src/trainables.jl (trainables(x; path=true)); Julia lines written for this port",
+    julia="""
+    m = (a = [1.0, 2.0], b = (c = [3.0], d = 4))
+    ps = trainables(m, path=true)
+    @test ps[1] == (KeyPath(:a) => [1.0, 2.0])
+    @test ps[2] == (KeyPath(:b, :c) => [3.0])
+    """,
+)
+def case_trainables_path():
+    from fluxjax.keypath import KeyPath
+
+    m = {"a": jnp.array([1.0, 2.0]), "b": {"c": jnp.array([3.0]), "d": 4}}
+    ps = fluxjax.trainables(m, path=True)
+    assert [kp for kp, _ in ps] == [KeyPath("a"), KeyPath("b", "c")]
+    close(ps[0][1], [1.0, 2.0])
+    close(ps[1][1], [3.0])
