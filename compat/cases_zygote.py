@@ -581,3 +581,106 @@ def case_showgrad():
     close(g, [3.0, 2.0])
     close(g2[0], 4.0)
     assert out.getvalue().splitlines() == ["∂(a) = 3.0", "∂(a) = 2.0"], out.getvalue()
+
+
+@fluxjax.layer
+class TwoPaths:
+    def __init__(self, a, b):
+        self.a, self.b = a, b
+
+    def __call__(self, x):
+        return self.a(x) + self.b(x)
+
+
+@case(
+    names=("gradient", "destructure", "update!"),
+    source="Flux.jl test/utils.jl (issue 1767)",
+    julia="""
+    struct Model; a; b; end
+    Flux.@layer Model
+    (m::Model)(x) = m.a(x) .+ m.b(x)
+    d = Dense(1, 1)
+    x = rand(Float32, 1, 1)
+    model = Model(d, d)
+    # Sharing the parameters
+    @test Flux.trainables(model) |> length == 2
+    g1 = Flux.gradient(m -> sum(m(x)), model)[1]
+    p, re = Flux.destructure(model)
+    g2 = Flux.gradient(p -> sum(re(p)(x)), p)[1]
+    @test g2 ≈ vcat(g1.a.weight .+ g1.b.weight, g1.a.bias .+ g1.b.bias)
+    """,
+)
+def case_shared_layer_per_path_gradient():
+    # Zygote gives each path its own gradient (g1.a and g1.b are x and 1 each); Optimisers.jl sums them
+    d = fluxjax.Dense(jnp.array([[0.7]]), jnp.array([0.2]))
+    x = jnp.array([[0.4]])
+    model = TwoPaths(d, d)
+    assert len(fluxjax.params(model)) == 2
+    (g1,) = Z.gradient(lambda m: jnp.sum(m(x)), model)
+    close(g1.a.weight, [[0.4]])
+    close(g1.b.bias, [1.0])
+    p, re = fluxjax.destructure(model)
+    (g2,) = Z.gradient(lambda p: jnp.sum(re(p)(x)), p)
+    close(g2, np.concatenate([(g1.a.weight + g1.b.weight).ravel(), g1.a.bias + g1.b.bias]))
+    st = fluxjax.setup(fluxjax.Descent(0.1), model)
+    fluxjax.update_(st, model, g1)
+    assert model.a is model.b
+    close(d.weight, [[0.7 - 0.1 * 0.8]])
+
+
+@case(
+    names=("jacobian",),
+    source="Zygote.jl src/lib/grad.jl jacobian (an argument that is not an array gets nothing); Julia lines written for this port",
+    julia="""
+    j5 = jacobian((x, y) -> cumsum(x; dims=y), [1.0, 2, 3], 1)
+    @test j5[1] == LowerTriangular(ones(3, 3))
+    @test j5[2] === nothing
+    """,
+)
+def case_jacobian_int_axis():
+    J, n = Z.jacobian(lambda x, d: jnp.cumsum(x, axis=d), jnp.array([1.0, 2.0, 3.0]), 0)
+    assert n is None
+    close(J, np.tril(np.ones((3, 3))))
+
+
+@case(
+    names=("Buffer",),
+    source="Zygote.jl src/tools/buffer.jl (Base.deleteat!(b::Buffer, i)); Julia lines written for this port",
+    julia="""
+    gradient([1.0, 2, 3]) do x
+      b = Zygote.Buffer(x)
+      b[:] = x
+      deleteat!(b, 2)
+      sum(copy(b))
+    end == ([1, 0, 1],)
+    """,
+)
+def case_buffer_deleteat():
+    def f(x):
+        b = Z.Buffer(x)
+        b[:] = x
+        del b[1]
+        return jnp.sum(b.copy())
+
+    (g,) = Z.gradient(f, jnp.array([1.0, 2.0, 3.0]))
+    close(g, [1.0, 0.0, 1.0])
+
+
+@case(
+    names=("trainables",),
+    source="Optimisers.jl src/trainables.jl (trainables(x; path=true)); Julia lines written for this port",
+    julia="""
+    m = (a = [1.0, 2.0], b = (c = [3.0], d = 4))
+    ps = trainables(m, path=true)
+    @test ps[1] == (KeyPath(:a) => [1.0, 2.0])
+    @test ps[2] == (KeyPath(:b, :c) => [3.0])
+    """,
+)
+def case_trainables_path():
+    from fluxjax.keypath import KeyPath
+
+    m = {"a": jnp.array([1.0, 2.0]), "b": {"c": jnp.array([3.0]), "d": 4}}
+    ps = fluxjax.trainables(m, path=True)
+    assert [kp for kp, _ in ps] == [KeyPath("a"), KeyPath("b", "c")]
+    close(ps[0][1], [1.0, 2.0])
+    close(ps[1][1], [3.0])

@@ -16,40 +16,57 @@ import jax.numpy as jnp
 import numpy as np
 
 from .core.layer import is_array, is_float_array, is_layer, trainable
+from .core.walk import find_plain
 from .errors import DimensionMismatch
 from .functors import fmap
+from .keypath import KeyPath
+from .zygote import Tangent
+from .zygote.implicit import raise_plain
 
 
-def _walk(x: Any, visit: Callable[[Any], None]) -> None:
-    """Call `visit` on every trainable array of `x`, depth-first, each layer object once."""
+def _walk(x: Any, visit: Callable[[Any, tuple], None]) -> None:
+    """Call `visit(array, keys)` on every trainable array of `x`, depth-first, each layer object once.
+    A gradient (`Tangent`) is walked like its layer, every field (a gradient has no `trainable`)."""
     seen: set[int] = set()
 
-    def go(v):
-        if is_layer(v):
+    def go(v, keys):
+        if is_layer(v) or isinstance(v, Tangent):
             if id(v) in seen:
                 return
             seen.add(id(v))
-            for e in trainable(v).values():
-                go(e)
+            if is_layer(v):
+                for e in v.__dict__.values():
+                    plain = find_plain(e, pytrees=True)
+                    if plain is not None:
+                        raise_plain(plain, "trainables")
+            for k, e in (v.fields if isinstance(v, Tangent) else trainable(v)).items():
+                go(e, keys + (k,))
         elif is_array(v):
             if is_float_array(v):  # Optimisers.jl's `isnumeric`: not integer arrays nor PRNG keys
-                visit(v)
+                visit(v, keys)
         elif isinstance(v, (list, tuple)):
-            for e in v:
-                go(e)
+            for i, e in enumerate(v):
+                go(e, keys + (i,))
         elif isinstance(v, dict):
-            for e in v.values():
-                go(e)
+            for k, e in v.items():
+                go(e, keys + (k,))
+        elif find_plain(v, pytrees=True) is not None:
+            raise_plain(v, "trainables")
 
-    go(x)
+    go(x, ())
 
 
-def trainables(model: Any) -> list:
-    """Every trainable array of `model`, depth-first, each once (Optimisers.jl's `trainables`).
+def trainables(model: Any, path: bool = False) -> list:
+    """Every trainable array of `model`, depth-first, each once (Optimisers.jl's `trainables`); a
+    structural gradient (`Tangent`) is accepted too and gives its arrays. With `path=True`, a list of
+    `(KeyPath, array)` pairs, the path where each array is first reached (Optimisers.jl's
+    `trainables(x; path=true)`).
 
     ```python
     >>> [p.shape for p in trainables(Dense(10, 5))]
     [(5, 10), (5,)]
+    >>> [(kp, p.shape) for kp, p in trainables(Chain(Dense(2, 1)), path=True)]
+    [(KeyPath('layers', 0, 'weight'), (1, 2)), (KeyPath('layers', 0, 'bias'), (1,))]
     >>> model = Dense(jnp.ones((1, 2)))
     >>> gradient(lambda m: sum(jnp.sum(p**2) for p in trainables(m)), model)[0].weight  # differentiable
     Array([[2., 2.]], dtype=float32)
@@ -57,7 +74,7 @@ def trainables(model: Any) -> list:
     ```
     """
     out: dict[int, Any] = {}
-    _walk(model, lambda a: out.setdefault(id(a), a))
+    _walk(model, lambda a, keys: out.setdefault(id(a), (KeyPath(*keys), a) if path else a))
     return list(out.values())
 
 
@@ -106,6 +123,10 @@ class Restructure:
             return new_arrays[id(a)]
 
         def go(v):
+            if isinstance(v, Tangent):  # the destructure of a gradient rebuilds a gradient
+                if id(v) not in memo:
+                    memo[id(v)] = Tangent(v.primal_type, {k: go(e) for k, e in v.fields.items()})
+                return memo[id(v)]
             if is_layer(v):
                 if id(v) in memo:
                     return memo[id(v)]

@@ -143,41 +143,86 @@ def test_shared_array_in_tuple():
     assert np.array_equal(params((None, mat, (3, mat, 4))).flat(), [1.0, 3.0, 2.0, 4.0])
 
 
-def test_tied_layer_gradient_is_total():
+def test_tied_layer_gradient_is_per_path():
+    """Zygote: a layer used twice gets, at each place, the gradient through that place; their sum is
+    the total (finite differences), which implicit Params give at the one array."""
     d = Dense(jnp.array([[0.5, -0.3], [0.2, 0.8]]), jnp.array([0.1, -0.1]), jnp.tanh)
     c = Chain(d, d)
     x = jnp.array([[0.3], [-0.7]])
     (g,) = gradient(lambda c: jnp.sum(c(x)), c)
-    assert g.layers[0] is g.layers[1]  # one layer, one gradient: the sum over both uses
+    assert g.layers[0] is not g.layers[1] and c.layers[0] is c.layers[1] is d  # the model is left as it was
     W, b, xn = np.array(d.weight, np.float64), np.array(d.bias, np.float64), np.array(x, np.float64)
     f = lambda W, b: np.sum(np.tanh(W @ np.tanh(W @ xn + b[:, None]) + b[:, None]))
-    close(g.layers[0].weight, fd_grad(lambda w: f(w, b), W))
-    close(g.layers[0].bias, fd_grad(lambda bb: f(W, bb), b))
+    # the outer use alone sees h = tanh(W x + b) as a constant input
+    h = np.tanh(W @ xn + b[:, None])
+    close(g.layers[1].weight, fd_grad(lambda w: np.sum(np.tanh(w @ h + b[:, None])), W))
+    close(g.layers[1].bias, fd_grad(lambda bb: np.sum(np.tanh(W @ h + bb[:, None])), b))
+    close(g.layers[0].weight + g.layers[1].weight, fd_grad(lambda w: f(w, b), W))
+    close(g.layers[0].bias + g.layers[1].bias, fd_grad(lambda bb: f(W, bb), b))
     gs = gradient(lambda: jnp.sum(c(x)), params(c))
-    close(gs[d.weight], g.layers[0].weight)
+    close(gs[d.weight], g.layers[0].weight + g.layers[1].weight)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a tied layer (the same object twice) gets one Tangent holding the total gradient, so "
-    "g.a.weight + g.b.weight counts it twice; Zygote gives per-use gradients that Optimisers.jl sums",
-)
+@fluxjax.layer
+class _Twice:
+    def __init__(self, a, b):
+        self.a, self.b = a, b
+
+    def __call__(self, x):
+        return self.a(x) + self.b(x)
+
+
 def test_flux_issue_1767_shared_dense():
-    # Flux.jl/test/utils.jl:641-662  model = Model(d, d); g1 = gradient(m -> sum(m(x)), model)[1];
-    #   g2 (via destructure) ≈ vcat(g1.a.weight + g1.b.weight, g1.a.bias + g1.b.bias)
-    @fluxjax.layer
-    class Model:
-        def __init__(self, a, b):
-            self.a, self.b = a, b
-
-        def __call__(self, x):
-            return self.a(x) + self.b(x)
-
+    """Flux.jl test/utils.jl:641-662 (Flux issue 1767): model = Model(d, d); g1 = gradient(m -> sum(m(x)),
+    model)[1]; the destructure gradient g2 == vcat(g1.a.weight + g1.b.weight, g1.a.bias + g1.b.bias),
+    and each path alone gets x and 1 (Zygote's per-path gradients)."""
     d = Dense(jnp.array([[0.7]]), jnp.array([0.2]))
     x = jnp.array([[0.4]])
-    (g1,) = gradient(lambda m: jnp.sum(m(x)), Model(d, d))
-    close(g1.a.weight + g1.b.weight, 2 * np.array([[0.4]]))
-    close(g1.a.bias + g1.b.bias, [2.0])
+    model = _Twice(d, d)
+    (g1,) = gradient(lambda m: jnp.sum(m(x)), model)
+    close(g1.a.weight, [[0.4]])
+    close(g1.b.weight, [[0.4]])
+    close(g1.a.bias, [1.0])
+    close(g1.b.bias, [1.0])
+    p, re = fluxjax.destructure(model)
+    assert p.shape == (2,)
+    (g2,) = gradient(lambda p: jnp.sum(re(p)(x)), p)
+    close(g2, [g1.a.weight[0, 0] + g1.b.weight[0, 0], g1.a.bias[0] + g1.b.bias[0]])
+    # Optimisers.jl sums the paths once: one Descent(0.1) step moves W by 0.1 * 0.8, b by 0.1 * 2
+    st = fluxjax.setup(fluxjax.Descent(0.1), model)
+    fluxjax.update_(st, model, g1)
+    assert model.a is model.b is d
+    close(d.weight, [[0.7 - 0.08]])
+    close(d.bias, [0.2 - 0.2])
+
+
+def test_tied_layer_update_pure_and_train():
+    """`update` (pure) and `train_` sum the per-path gradients once and keep the tie: the same numbers
+    as a one-path model whose loss is the same function of its one layer (Optimisers.jl)."""
+    W0, b0 = jnp.array([[0.7, -0.2]]), jnp.array([0.2])
+    x = jnp.array([[0.4], [1.5]])
+    d = Dense(W0, b0)
+    model = _Twice(d, d)
+    (g,) = gradient(lambda m: jnp.sum(m(x) ** 2), model)
+    st = fluxjax.setup(fluxjax.Momentum(0.1), model)
+    st2, m2 = fluxjax.update(st, model, g)
+    assert m2.a is m2.b and model.a.weight is W0
+    ref = Dense(W0, b0)
+    (gr,) = gradient(lambda d: jnp.sum((2 * d(x)) ** 2), ref)  # the same loss with one path
+    close(gr.weight, g.a.weight + g.b.weight)
+    sr = fluxjax.setup(fluxjax.Momentum(0.1), ref)
+    fluxjax.update_(sr, ref, gr)
+    close(m2.a.weight, ref.weight)
+    close(m2.b.bias, ref.bias)
+    # train_: two steps, the tie kept and the same numbers as the one-path model
+    m3, r3 = _Twice(Dense(W0, b0), None), Dense(W0, b0)
+    m3.b = m3.a
+    data = [(x,), (x,)]
+    fluxjax.train_(lambda m, x: jnp.sum(m(x) ** 2), m3, data, fluxjax.setup(fluxjax.Descent(0.01), m3))
+    fluxjax.train_(lambda m, x: jnp.sum((2 * m(x)) ** 2), r3, data, fluxjax.setup(fluxjax.Descent(0.01), r3))
+    assert m3.a is m3.b
+    close(m3.a.weight, r3.weight)
+    close(m3.a.bias, r3.bias)
 
 
 def test_shared_weight_array_in_two_layers():
@@ -404,3 +449,60 @@ def test_named_chain_functional_keys(seeded):
     assert set(p) == {"layers['enc'].weight", "layers['enc'].bias", "layers['dec'].weight"}
     assert p["layers['enc'].weight"] is m.enc.weight and p["layers['dec'].weight"] is m.dec.weight
     close(apply(p, s, jnp.ones(2))[0], m(jnp.ones(2)))
+
+
+def test_tied_array_stays_tied_when_one_occurrence_has_no_gradient():
+    """Optimisers.jl test/runtests.jl "tied weights": a tied array whose gradient is `nothing` at one
+    occurrence is updated at every occurrence (never one stale copy), with the other occurrence's sum."""
+    W = jnp.array([[0.5, -0.3], [0.2, 0.8]])
+    m = Chain(Dense(W, jnp.array([0.1, -0.1])), Dense(W, jnp.array([0.3, 0.2])))
+    x = jnp.array([[0.3], [-0.7]])
+    (g,) = gradient(lambda m: jnp.sum(m[0](x) ** 2), m)  # the second layer is unused
+    assert g.layers[1] is None
+    st = fluxjax.setup(fluxjax.Descent(0.1), m)
+    fluxjax.update_(st, m, g)
+    assert m[0].weight is m[1].weight
+    close(m[0].weight, np.asarray(W) - 0.1 * np.asarray(g.layers[0].weight))
+    close(m[1].bias, [0.3, 0.2])
+    # a tied layer used at one place only
+    d = Dense(W, jnp.array([0.1, -0.1]))
+    model = _Twice(d, d)
+    (g2,) = gradient(lambda m: jnp.sum(m.a(x) ** 2), model)
+    assert g2.b is None and g2.a is not None
+    s2, m2 = fluxjax.update(fluxjax.setup(fluxjax.Descent(0.1), model), model, g2)
+    assert m2.a is m2.b
+    close(m2.b.weight, np.asarray(W) - 0.1 * np.asarray(g2.a.weight))
+
+
+def test_tied_layer_per_path_under_jit_matches_eager():
+    """`gradient` of a tied model inside `fluxjax.jit` gives the eager per-path answer, warm and cold,
+    and leaves the tie in the model."""
+    d = Dense(jnp.array([[0.7, 0.1]]), jnp.array([0.2]))
+    m = _Twice(d, d)
+    x = jnp.array([[0.4], [1.0]])
+    loss = lambda m: jnp.sum(m(x) ** 2)
+    ge = gradient(loss, m)[0]
+    f = fluxjax.jit(lambda m: gradient(loss, m)[0])
+    for _ in range(2):
+        gj = f(m)
+        close(gj.a.weight, ge.a.weight)
+        close(gj.b.bias, ge.b.bias)
+        assert m.a is m.b is d
+
+
+def test_tied_stateful_layer_in_train_mode_raises():
+    """A BatchNorm used twice in train mode: each use gets its own copy for its per-path gradient, so the
+    second would read stale statistics; that raises (naming the layer and what to do) and leaves the
+    model as it was. In test mode the per-path gradients come as usual."""
+    bn = fluxjax.BatchNorm(1)
+    c = Chain(bn, bn)
+    x = jnp.array([[1.0, 2.0, 4.0]])
+    with pytest.raises(RuntimeError, match="BatchNorm layer used at two places.*testmode_"):
+        gradient(lambda c: jnp.sum(c(x)), c)
+    close(bn.mu, [0.0])
+    assert c.layers[0] is c.layers[1] is bn
+    fluxjax.testmode_(c)
+    (g,) = gradient(lambda c: jnp.sum(c(x) ** 2), c)
+    assert g.layers[0] is not g.layers[1] and g.layers[0].mu is None
+    gs = gradient(lambda: jnp.sum(c(x) ** 2), params(c))
+    close(gs[bn.gamma], g.layers[0].gamma + g.layers[1].gamma)

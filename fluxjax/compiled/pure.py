@@ -72,9 +72,12 @@ def eager() -> Iterator[None]:
     keep its Python side effects once per call.
 
     ```python
-    >>> import fluxjax
-    >>> with fluxjax.eager():
-    ...     assert fluxjax.compiled.pure.is_eager()
+    >>> with eager():      # `fluxjax.eager()`
+    ...     is_eager()
+    True
+    >>> is_eager()
+    False
+
     ```
     """
     before = getattr(_tls, "eager", False)
@@ -104,6 +107,13 @@ class _Program:
         self.jitted = jitted
         self.out: Any = None  # (treedef, [("in", j) | ("out", k)]) once traced
         self.keep = keep
+
+
+def tracing() -> bool:
+    """Whether `cached_pure` is tracing its function now. A rule that must raise on a value (ClipNorm's
+    non-finite norm) asks this, and then needs the concrete value (`bool(x)`), which sends the call op
+    by op: it raises as the eager call does."""
+    return getattr(_tls, "tracing", False)
 
 
 def cached_pure(key: tuple, keep: tuple, fn: Callable[[Any], Any], args: Any) -> Any:
@@ -137,13 +147,16 @@ def cached_pure(key: tuple, keep: tuple, fn: Callable[[Any], Any], args: Any) ->
             _programs.move_to_end(full)
     if prog is None:
         prog = _compile(fn, treedef, index, keep, _order(args))
+        _tls.tracing = True
         try:
-            outs = prog.jitted(uniq)
+            outs = prog.jitted(uniq)  # traces now
         except TRACE_ERRORS:
             with _lock:
                 _eager_only[key] = keep
             stats["eager"] += 1
             return NOT_RUN
+        finally:
+            _tls.tracing = False
         with _lock:
             _programs[full] = prog
             while len(_programs) > MAX_PROGRAMS:

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..random import DefaultRNG
 from .keys import EMPTY, IMMUTABLE_TYPES, code_names, is_library, static_key
-from .layer import LAYER_TYPES, bump
+from .layer import LAYER_TYPES, bump, is_float_array
 
 NUMBER_TYPES = (int, float, complex, np.number, np.bool_)  # Python and NumPy numbers: leaves where numbers are walked
 OPAQUE_TYPES = (types.FunctionType, types.BuiltinFunctionType, str, type, functools.partial)
@@ -146,7 +146,7 @@ class Walk:
     """Result of `walk`: `leaves`, their `slots`, `roles` (PARAM/STATE/OTHER) and `signature`."""
 
     __slots__ = ("leaves", "slots", "roles", "signature", "layers", "layer_list", "paths", "containers", "reusable", "starts",
-                 "watched", "watch")
+                 "watched", "watch", "plain")
 
     def __init__(self, paths):
         self.leaves: list[Any] = []
@@ -163,6 +163,9 @@ class Walk:
         # the mutable objects keyed by their contents (`(object, key)`: `static_key` must give it again).
         self.watched: list[tuple[Slot, Any]] = []
         self.watch: list[tuple[Any, Any]] = []
+        # plain objects (no @layer) holding float arrays or layers that the walk kept static: `gradient`
+        # and `params` refuse them rather than leave their arrays silently without a gradient
+        self.plain: list[Any] = []
 
 
 def walk(root: list, paths: bool = False, functions: bool = False, read_arrays: bool = False) -> Walk:
@@ -241,6 +244,8 @@ def walk(root: list, paths: bool = False, functions: bool = False, read_arrays: 
             sub, treedef = jax.tree_util.tree_flatten(v, is_leaf=lambda z: type(z) in LAYER_TYPES)
             if treedef.num_nodes == 1 and treedef.num_leaves == 1 and sub and sub[0] is v:
                 sig.append(("static", static_key(v, w.watch)))  # an opaque non-pytree object: static
+                if not const and plain_with_parameters(v):
+                    w.plain.append(v)
                 return
             sig.append(treedef)
             if sub and type(v) not in SAFE_NODES:
@@ -356,6 +361,50 @@ def _plain_holding_layer(v) -> bool:
     t = type(v)
     return (type(d) is dict and not isinstance(v, (type, types.ModuleType)) and not hasattr(t, "__fluxjax_key__")
             and t.__module__.partition(".")[0] != "fluxjax" and any(_holds_layer(e) for e in d.values()))
+
+
+def plain_with_parameters(v) -> bool:
+    """A plain object (an instance `__dict__`, no `@layer`; fluxjax's own classes excepted) with a float
+    array or a layer among its fields (or in a list/tuple/dict field). Flux walks any struct; fluxjax
+    walks layers only, so such an object is refused where it would silently get no gradient."""
+    d = getattr(v, "__dict__", None)
+    t = type(v)
+    if type(d) is not dict or isinstance(v, (type, types.ModuleType, types.FunctionType, types.MethodType)):
+        return False
+    if hasattr(t, "__fluxjax_key__") or t.__module__.partition(".")[0] in ("fluxjax", "jax", "optax", "numpy"):
+        return False
+    return any(_holds_param(e, 2) for e in d.values())
+
+
+def find_plain(v, pytrees: bool = False) -> Any:
+    """The first `plain_with_parameters` object in `v` or in its lists, tuples and dicts (not inside
+    layers), or None. With `pytrees`, also a pytree node of another library (a `flax.nnx.Module`) with
+    float arrays among its leaves."""
+    t = type(v)
+    if t in (list, tuple, dict) or isinstance(v, tuple):
+        for e in (v.values() if t is dict else v):
+            found = find_plain(e, pytrees)
+            if found is not None:
+                return found
+        return None
+    if t in LAYER_TYPES or v is None or isinstance(v, (jax.Array, np.ndarray)):
+        return None
+    if plain_with_parameters(v):
+        return v
+    if pytrees and t.__module__.partition(".")[0] != "fluxjax":
+        leaves = jax.tree_util.tree_leaves(v)
+        if not (len(leaves) == 1 and leaves[0] is v) and any(is_float_array(e) for e in leaves):
+            return v
+    return None
+
+
+def _holds_param(v, depth) -> bool:
+    t = type(v)
+    if t in LAYER_TYPES or is_float_array(v):
+        return True
+    if depth and t in (list, tuple, dict):
+        return any(_holds_param(e, depth - 1) for e in (v.values() if t is dict else v))
+    return False
 
 
 def _holds_layer(v) -> bool:

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from ..compiled.pure import tracing as pure_tracing
 from ._rule_base import Rule, _abs2, _is_concrete, _mul_abs2, _pop_lambda, _warn_gamma
 
 __all__ = [
@@ -403,8 +404,9 @@ class ClipNorm(Rule):
     """``ClipNorm(omega=10.0, p=2, *, throw=True)``: ``Δ = g·min(ω/‖g‖ₚ, 1)``, **per array**.
 
     With ``throw=True`` a non-finite norm raises ``ValueError`` (Optimisers.jl's ``DomainError``)
-    when the gradient is concrete; under ``jax.jit`` it cannot raise, and the step becomes all NaN
-    instead, so a finiteness check on the result catches it. With ``throw=False`` the arithmetic is
+    when the gradient is concrete (an eager ``update_`` with it then runs op by op); under ``jax.jit``
+    it cannot raise, and the step becomes all NaN instead, so a finiteness check on the result catches it.
+    With ``throw=False`` the arithmetic is
     Optimisers.jl's: an ``Inf`` gradient gives NaN where it was infinite, a NaN gradient NaN everywhere.
     Adjustable in state: ``omega``; ``p`` and ``throw`` are structural.
 
@@ -425,7 +427,7 @@ class ClipNorm(Rule):
     def _step_leaf(self, h: dict, shared: tuple, g: jax.Array, x: Any) -> tuple:
         nrm = _norm(g, self._hp["p"])
         finite = jnp.isfinite(nrm)
-        if self._hp["throw"] and _is_concrete(nrm) and not bool(finite):
+        if self._hp["throw"] and (_is_concrete(nrm) or pure_tracing()) and not bool(finite):
             raise ValueError(
                 f"ClipNorm: gradient has {self._hp['p']}-norm {float(nrm)}, "
                 f"for array {g.dtype}{list(g.shape)}"

@@ -21,8 +21,9 @@ from ..compiled.pure import NOT_RUN, cached_pure
 from ..core.layer import is_array, is_float_array, is_layer, layer, trainable
 from ..core.region import commit, current_region
 from ..core.sharing import sharing
-from ..core.walk import Slot
+from ..core.walk import Slot, find_plain
 from ..zygote import Grads, Params, Tangent
+from ..zygote.implicit import raise_plain
 from .wholetree import (
     Part,
     TreeState,
@@ -91,7 +92,7 @@ def setup(rule: optax.GradientTransformation, model: Any) -> Any:
             memo[id(v)] = t = Tangent(type(v), fields)
             tr = trainable(v)
             for k, e in v.__dict__.items():
-                fields[k] = build(e) if k in tr else None
+                fields[k] = build(e) if k in tr else _refuse_plain(e)
             return t
         if is_float_array(v):
             if id(v) not in leaves:
@@ -105,7 +106,7 @@ def setup(rule: optax.GradientTransformation, model: Any) -> Any:
             return type(v)(*items) if hasattr(v, "_fields") else tuple(items)
         if isinstance(v, dict):
             return {k: build(e) for k, e in v.items()}
-        return None
+        return _refuse_plain(v)
 
     with sharing():  # leaves set up together hold one βt, one array per hyperparameter
         tree = build(model)
@@ -114,6 +115,13 @@ def setup(rule: optax.GradientTransformation, model: Any) -> Any:
     if not leaves:
         warnings.warn(f"setup: model has no trainable parameters: {type(model).__name__}", stacklevel=2)
     return tree
+
+
+def _refuse_plain(v) -> None:
+    """`setup` of a plain object (no `@layer`) holding arrays raises: it would be silently frozen."""
+    plain = find_plain(v, pytrees=True)
+    if plain is not None:
+        raise_plain(plain, "setup")
 
 
 def _field(node, name):
@@ -141,27 +149,30 @@ def _collect(opt_state, model, grads, keep_none=False):
     """[(leaf, x, summed grad, slots)] for every Leaf with a gradient, each Leaf once. A slot is a
     `Slot` (rebound through the state thread) or a `_Root` (a position in an immutable model).
     With `keep_none`, every leaf (or `Part`, one per view position) comes, its gradient `None` when
-    it has none."""
+    it has none.
+
+    A Leaf reached along several paths (a tied array, or a tied layer reached through two fields)
+    gets the sum of the gradients of every path, once each (Optimisers.jl), since `gradient` gives
+    each path its own (Zygote); every place that holds the array is rebound, also a place whose
+    gradient is `None`, so a tie never leaves a stale copy behind."""
     acc: dict[Any, list] = {}
-    seen: set = set()
 
     def go(st, m, g, slot):
-        if st is None or (g is None and not keep_none):
+        if st is None:
             return
         if isinstance(st, (Leaf, Part)):
             if isinstance(st, Leaf) and st.frozen or not is_array(m):
                 return
-            ident = slot.ident()
-            if ident in seen:
-                return
-            seen.add(ident)
             key = ("part", st.index) if isinstance(st, Part) else id(st)
             e = acc.get(key)
             if e is None:
-                acc[key] = [st, m, g, [slot]]
-            else:
-                e[2] = g if e[2] is None else e[2] if g is None else e[2] + g
+                e = acc[key] = [st, m, None, [], set()]
+            ident = slot.ident()
+            if ident not in e[4]:  # the same place reached again (a tied layer): rebound once
+                e[4].add(ident)
                 e[3].append(slot)
+            if g is not None:
+                e[2] = g if e[2] is None else e[2] + g
             return
         if isinstance(st, Tangent):
             if not is_layer(m):
@@ -180,7 +191,7 @@ def _collect(opt_state, model, grads, keep_none=False):
                 go(s, m[k], g.get(k) if isinstance(g, dict) else None, _sub(slot, m, k))
 
     go(opt_state, model, grads, _Root())
-    return list(acc.values())
+    return [e[:4] for e in acc.values() if keep_none or e[2] is not None]
 
 
 def _sub(slot, container, k):

@@ -16,13 +16,11 @@ from jax._src.core import trace_state_clean  # no public API says whether a trac
 
 from ..compiled.call import jit as _fluxjax_jit
 from ..compiled.pure import TRACE_ERRORS, is_eager
-from ..core.layer import is_layer
 from ..core.region import current_region
 from .adtypes import ADType, AutoFiniteDifferences
 from .closure import _check_leaks, _snapshot
 from .implicit import Grads, Params
-from .plan import WithGradient, _grads, _plan, _used_inputs, _vjp, zygote_cotangents, zygote_seed
-from .tangent import Tangent
+from .plan import WithGradient, _grads, _plan, _used_inputs, _vjp, traced_with, zygote_cotangents, zygote_seed
 
 # ---------------------------------------------------------------------------------------------
 # The eager entry points as cached compiled programs.
@@ -68,6 +66,8 @@ def _can_compile(f: Any, args: tuple, jit: bool) -> bool:
         return False
     if code is not None and code in _EAGER_ONLY:
         return False
+    if args and isinstance(args[0], Params) and any(not e.slots for e in args[0]._entries):
+        return False  # bare arrays, found in f's globals and closure by identity: not once they are traced
     # a Python number argument is differentiated as a real number op by op; compiled it would become
     # a traced (possibly integer) input, so such calls stay op by op
     leaves = jax.tree_util.tree_leaves(args)
@@ -82,9 +82,12 @@ def _run_compiled(name: str, eager: Callable, f: Callable, args: tuple) -> Any:
             prog = _compiled[name] = _fluxjax_jit(eager, read_arrays=True)
     try:
         out = prog(f, *args)
-    except TRACE_ERRORS:
-        # `f` needs concrete values (Python control flow on an array): run op by op (nothing was written
-        # by the failed trace), and keep `f`'s code op by op from now on. Any other error is `f`'s own.
+    except (*TRACE_ERRORS, TypeError) as e:
+        # `f` needs concrete values (Python control flow on an array) or returns what a program cannot
+        # (a string beside the loss): run op by op (nothing was written by the failed trace), and keep
+        # `f`'s code op by op from now on. Any other error is `f`'s own.
+        if not isinstance(e, TRACE_ERRORS) and "not a valid JAX type" not in str(e):
+            raise
         out = eager(f, *args)
         code = _code(f)
         if code is not None:
@@ -92,55 +95,15 @@ def _run_compiled(name: str, eager: Callable, f: Callable, args: tuple) -> Any:
         stats["fallbacks"] += 1
         return out
     stats["compiled"] += 1
-    return _retie(args, out)
-
-
-def _retie(args: tuple, out: Any) -> Any:
-    """The compiled call's gradients with one `Tangent` for a layer the arguments hold in several places
-    (a tied layer), as the op-by-op call gives it (the program's output is a tree, which unties it)."""
-    grads = out.grad if isinstance(out, WithGradient) else out
-    if not isinstance(grads, tuple):
-        return out
-    first: dict[int, Any] = {}
-    tied = [False]
-
-    def go(v, g):
-        if g is None:
-            return g
-        if is_layer(v) and isinstance(g, Tangent):
-            seen = first.get(id(v))
-            if seen is not None:
-                tied[0] = True
-                return seen
-            first[id(v)] = g
-            for k, sub in list(g.fields.items()):
-                if k in v.__dict__:
-                    g.fields[k] = go(v.__dict__[k], sub)
-            return g
-        if isinstance(v, (list, tuple)) and isinstance(g, (list, tuple)) and len(v) == len(g):
-            items = [go(a, b) for a, b in zip(v, g)]
-            if isinstance(g, list):
-                g[:] = items
-                return g
-            return type(g)(*items) if hasattr(g, "_fields") else type(g)(items)
-        if isinstance(v, dict) and isinstance(g, dict):
-            for k in list(g):
-                if k in v:
-                    g[k] = go(v[k], g[k])
-        return g
-
-    new = tuple(go(a, g) for a, g in zip(args, grads))
-    if not tied[0]:
-        return out
-    return WithGradient(out.val, new) if isinstance(out, WithGradient) else new
+    return out
 
 
 def gradient(f: Callable, *args, jit: bool = True) -> Any:
     """Zygote's `gradient`: one gradient per argument, `None` for no dependence.
 
     ```python
-    >>> gradient(lambda x: 3 * x**2 + 2 * x + 1, 5.0)
-    (Array(32., dtype=float32),)
+    >>> gradient(lambda x: 3 * x**2 + 2 * x + 1, 5.0)   # a Python number: a weakly typed float
+    (Array(32., dtype=float32, weak_type=True),)
     >>> model, x, y = Chain(Dense(2, 3)), jnp.ones((2, 5)), jnp.zeros((3, 5))
     >>> gradient(lambda m: Flux.mse(m(x), y), model)[0].layers[0].weight.shape
     (3, 2)
@@ -191,7 +154,7 @@ def withgradient(f: Callable, *args, jit: bool = True) -> WithGradient:
     Called eagerly, it runs as a cached compiled program, as `gradient` (`jit=False`: op by op).
 
     >>> withgradient(lambda x: x**2, 3.0)           # the value and the gradient tuple
-    WithGradient(val=Array(9., dtype=float32), grad=(Array(6., dtype=float32),))
+    WithGradient(val=Array(9., dtype=float32, weak_type=True), grad=(Array(6., dtype=float32, weak_type=True),))
     """
     if _can_compile(f, args, jit) and not (args and isinstance(args[0], ADType)):
         return _run_compiled("withgradient", _withgradient, f, args)
@@ -220,7 +183,7 @@ def pullback(f: Callable, *args) -> tuple[Any, Callable]:
 
     >>> y, back = pullback(lambda x: x**2, 3.0)
     >>> y, back(1.0)                                 # back(dy) is the tuple of dy * df/dx
-    (Array(9., dtype=float32), (Array(6., dtype=float32),))
+    (Array(9., dtype=float32, weak_type=True), (Array(6., dtype=float32),))
     """
     plan, y, back, _ = _vjp(f, args, "pullback", check=False)
     n = len(plan.primals)
@@ -260,14 +223,18 @@ def _jacobian_rows(y, back) -> list:
     return [J.reshape(yshape + J.shape[1:]) for J in zygote_cotangents(rows)]
 
 
+def _jacobian_vjp(plan):
+    return jax.vjp(plan.fx, *plan.primals, has_aux=True) if plan.primals else None
+
+
 def withjacobian(f: Callable, *args) -> WithGradient:
     """`(val, jacobians)`: for an array argument `a`, `J[k, i] = ∂vec(y)[k] / ∂vec(a)[i]`; for complex
     numbers, Zygote's convention (row `k` is `back(e_k)`, see `pullback`)."""
-    plan = _plan(f, args, "jacobian")
-    if not plan.primals:
+    plan, run = traced_with(f, args, "jacobian", _jacobian_vjp)  # an int used as an axis gets None
+    if run is None:
         y, _ = plan.fx()
         return WithGradient(y, plan.finish([]))
-    y, back, aux = jax.vjp(plan.fx, *plan.primals, has_aux=True)
+    y, back, aux = run
     plan.commit(aux)
     jac = _jacobian_rows(y, back)
     yshape = np.shape(y)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import jax.numpy as jnp
 
 
@@ -11,39 +13,80 @@ class Buffer:
     `buf = Buffer(x)` (same shape and dtype as `x`) or `Buffer(x, 3, 4)` (that shape); `buf[i] = v`
     rebinds functionally (`.at[i].set`), `buf.copy()` (or `copy.copy(buf)`) freezes it and returns
     the array. Unlike Zygote the contents start as zeros, not uninitialised memory.
+
+    A Buffer of arrays (Julia's `Buffer(Vector{Matrix}(...))`): `Buffer([a, b])` or `Buffer([], n)` holds
+    a list whose entries are any values (arrays of any shapes, `None` until written); `copy` returns the
+    list. Both kinds support `append` (Zygote's `push!`) and `del buf[i]` (Zygote's `deleteat!`).
+
+    ```python
+    >>> def f(x):
+    ...     buf = Buffer([], 2)
+    ...     buf[0], buf[1] = x, 2 * x
+    ...     return sum(jnp.sum(v) for v in buf.copy())
+    >>> gradient(f, jnp.ones(3))
+    (Array([3., 3., 3.], dtype=float32),)
+
+    ```
     """
 
-    def __init__(self, x, *dims: int):
-        x = jnp.asarray(x)
-        self.data = jnp.zeros(dims if dims else x.shape, x.dtype)
+    def __init__(self, x: Any, *dims: int):
+        if isinstance(x, list):
+            if len(dims) > 1:
+                raise TypeError(f"Buffer(list, n): a Buffer of arrays is a vector, got the sizes {dims}")
+            self.data: Any = [None] * (dims[0] if dims else len(x))
+        else:
+            x = jnp.asarray(x)
+            self.data = jnp.zeros(dims if dims else x.shape, x.dtype)
         self.frozen = False
 
-    def __setitem__(self, i, v):
+    def _check(self):
         if self.frozen:
             raise RuntimeError("Buffer is frozen: it was copied; make a new Buffer to write again")
-        self.data = self.data.at[i].set(v)
+
+    def __setitem__(self, i, v):
+        self._check()
+        if isinstance(self.data, list):
+            self.data[i] = v
+        else:
+            self.data = self.data.at[i].set(v)
 
     def __getitem__(self, i):
         return self.data[i]
 
+    def __delitem__(self, i):
+        """Zygote's `deleteat!(buf, i)`: remove entry `i` (an int, or a slice) along the first axis."""
+        self._check()
+        if isinstance(self.data, list):
+            del self.data[i]
+        else:
+            idx = jnp.arange(len(self.data))[i]
+            self.data = jnp.delete(self.data, idx, axis=0, assume_unique_indices=True)
+
     def __len__(self):
         return len(self.data)
 
+    def __iter__(self):
+        return iter(list(self.data) if isinstance(self.data, list) else [self.data[i] for i in range(len(self.data))])
+
     @property
     def shape(self):
-        return self.data.shape
+        return (len(self.data),) if isinstance(self.data, list) else self.data.shape
 
     def append(self, v):
         """Zygote's `push!` for a vector buffer."""
-        if self.frozen:
-            raise RuntimeError("Buffer is frozen: it was copied; make a new Buffer to write again")
-        self.data = jnp.concatenate([self.data, jnp.reshape(jnp.asarray(v, self.data.dtype), (1,))])
+        self._check()
+        if isinstance(self.data, list):
+            self.data.append(v)
+        else:
+            self.data = jnp.concatenate([self.data, jnp.reshape(jnp.asarray(v, self.data.dtype), (1,))])
 
     def copy(self):
         self.frozen = True
-        return self.data
+        return list(self.data) if isinstance(self.data, list) else self.data
 
     __copy__ = copy
 
     def __repr__(self):
+        if isinstance(self.data, list):
+            return f"Buffer(list[{len(self.data)}])"
         return f"Buffer({self.data.dtype}{list(self.data.shape)})"

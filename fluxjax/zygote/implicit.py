@@ -134,10 +134,22 @@ class Params:
                 )
 
 
+def raise_plain(obj, name: str):
+    """The error for a plain object (no `@layer`) holding arrays or layers where `name` walks a model."""
+    t = f"{type(obj).__module__}.{type(obj).__qualname__}"
+    raise TypeError(
+        f"{name}: found a {t} object, which is not a fluxjax layer, holding arrays or layers. fluxjax walks "
+        "only layers here, so its arrays would silently get no gradient or never be trained (Flux 0.16 walks "
+        "any struct). Decorate its class with @fluxjax.layer, or hold the arrays in a fluxjax layer."
+    )
+
+
 def params(*models) -> Params:
     """Every trainable float array in `models`, each once (tied weights once), in walk order."""
     root = list(models)
     w = walk(root)
+    if w.plain:
+        raise_plain(w.plain[0], "params")
     ps = Params()
     ps._sources = tuple(m for m in models if is_layer(m) or isinstance(m, (list, dict)))
     entries: dict[int, _Entry] = {}  # by the array's id: one pass, not a search per array

@@ -10,11 +10,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..core.layer import is_float_array, is_layer
+from ..core.layer import LAYER_TYPES, is_float_array, is_layer
 from ..core.region import commit, run_in_region
 from ..core.region import written as _written
-from ..core.walk import NUMBER_TYPES, PARAM, Slot, walk
-from .implicit import Grads, Params
+from ..core.walk import NUMBER_TYPES, STATE, Slot, is_visited, walk
+from .implicit import Grads, Params, raise_plain
 from .tangent import _rebuild
 
 
@@ -30,18 +30,144 @@ class _Plan:
             commit(slot, v)
 
 
-def _make_fx(call, slot_groups, written):
+def _make_fx(call, slot_groups, written, untied=None):
+    pre = untied.swaps if untied is not None else []
+
     def fx(*xs):
-        y, writes = run_in_region(call, [(s, x) for slots, x in zip(slot_groups, xs) for s in slots], _written,
+        y, writes = run_in_region(call, pre + [(s, x) for slots, x in zip(slot_groups, xs) for s in slots], _written,
                                   differentiating=True)
+        if untied is not None:
+            writes = untied.originals(writes)
         written[:] = [slot for slot, _ in writes]
         return y, [v for _, v in writes]
 
     return fx
 
 
+def _has_tied_layer(w) -> bool:
+    """Whether `walk` reached some layer twice (its signature records `("tied", index)`)."""
+    return any(type(e) is tuple and len(e) == 2 and e[0] == "tied" and type(e[1]) is int for e in w.signature)
+
+
+class _Untied:
+    """Zygote gives each *path* to a layer its own gradient: for `Model(d, d)`, `g.a` is the gradient
+    through `m.a` and `g.b` the one through `m.b` (Flux issue 1767); Optimisers.jl sums them before it
+    updates `d` once (`optimise.tree`). A walk reaches a tied layer once, so for the duration of the
+    explicit `gradient`, each occurrence of a tied layer after the first is replaced (in its parent's
+    slot; put back afterwards, also on error) by a shallow copy that holds the same arrays and gets its
+    own tracers. Layers holding no float parameter stay tied (they get no gradient anyway). State that
+    a copy writes (BatchNorm's statistics) lands on the original layer; when two occurrences both write
+    one state field, the second would have read stale state, so that raises.
+
+    Layers reached only through a plain (non-`@layer`) object are not untied: they get the total."""
+
+    def __init__(self, box: list):
+        self.swaps: list[tuple[Slot, Any]] = []
+        self.origin: dict[int, Any] = {}  # id(copy) -> the original layer
+        self.ours: set[int] = {id(box)}  # containers built here: changed directly, never swapped
+        self._keep: list = []  # the copies, alive while their ids are keys
+        seen: set[int] = set()
+
+        def place(owner, key, attr, path, c):
+            slot = Slot(owner, key, attr, path)
+            if id(owner) in self.ours:
+                slot.set(c)
+            else:
+                self.swaps.append((slot, c))
+
+        def go(owner, key, attr, path, v):
+            t = type(v)
+            if t in LAYER_TYPES:
+                if id(v) in seen:
+                    if not _holds_float(v, set()):
+                        return
+                    c = object.__new__(t)
+                    c.__dict__.update({k: self._fresh(e) for k, e in v.__dict__.items()})
+                    self.origin[id(c)] = self.origin.get(id(v), v)
+                    self.ours.add(id(c))
+                    self._keep.append(c)
+                    place(owner, key, attr, path, c)
+                    v = c
+                seen.add(id(v))
+                for name, e in list(v.__dict__.items()):
+                    if is_visited(e):
+                        go(v, name, True, (), e)
+            elif t is list or t is dict:
+                for k, e in list(v.items() if t is dict else enumerate(v)):
+                    go(v, k, False, (), e)
+            elif isinstance(v, tuple):
+                for i, e in enumerate(v):
+                    go(owner, key, attr, path + (i,), e)
+
+        for i, v in enumerate(box):
+            go(box, i, False, (), v)
+
+    def _fresh(self, v):
+        """`v` with its lists and dicts copied: a copied layer must not share containers with the
+        original, since the copies of the layers inside them are put in them."""
+        t = type(v)
+        if t is list or t is dict:
+            new = {k: self._fresh(e) for k, e in v.items()} if t is dict else [self._fresh(e) for e in v]
+            self.ours.add(id(new))
+            self._keep.append(new)
+            return new
+        if isinstance(v, tuple) and any(type(e) in (list, dict) or isinstance(e, tuple) for e in v):
+            items = [self._fresh(e) for e in v]
+            return t(*items) if hasattr(v, "_fields") else t(items)
+        return v
+
+    def __bool__(self):
+        return bool(self.origin)
+
+    def run(self, call):
+        """`call()` with the copies in place."""
+        return run_in_region(call, self.swaps)[0]
+
+    def originals(self, writes):
+        """The region's writes with each copy's slot moved to its original layer."""
+        out: dict[tuple, tuple[Slot, Any]] = {}
+        for slot, v in writes:
+            orig = self.origin.get(id(slot.owner))
+            if orig is not None:
+                slot = Slot(orig, slot.key, slot.attr, slot.path)
+            ident = slot.ident()
+            if ident in out:
+                raise RuntimeError(
+                    f"gradient: the {type(slot.owner).__name__} layer used at two places of the model wrote its "
+                    f"state field {slot.key!r} at both. gradient gives each place its own copy of the layer "
+                    "(Zygote's per-path gradients), so the second use would read stale state. Put the layer "
+                    "in test mode (testmode_), or use two separate layers."
+                )
+            out[ident] = (slot, v)
+        return list(out.values())
+
+
+def _holds_float(v, seen) -> bool:
+    """Whether a layer (or container) holds a float array outside its state fields."""
+    t = type(v)
+    if t in LAYER_TYPES:
+        if id(v) in seen:
+            return False
+        seen.add(id(v))
+        st = getattr(t, "__fluxjax_state__", ())
+        return any(_holds_float(e, seen) for k, e in v.__dict__.items() if k not in st and is_visited(e))
+    if t is list or isinstance(v, tuple):
+        return any(_holds_float(e, seen) for e in v)
+    if t is dict:
+        return any(_holds_float(e, seen) for e in v.values())
+    return is_float_array(v)
+
+
 def _as_primal(v):
+    """The value `gradient` traces for a leaf. A Python number becomes a *weakly typed* scalar, which
+    JAX promotes as it promotes the Python number itself, so arithmetic inside `gradient` has the dtype
+    it has outside (`float16_array * 0.5` stays float16); an int is traced as a float (its value is
+    kept; Zygote differentiates integers as reals). NumPy scalars are strongly typed, as outside."""
     if isinstance(v, NUMBER_TYPES) and not isinstance(v, (bool, np.bool_)):
+        if type(v) in (int, float):
+            return jnp.asarray(float(v))
+        if type(v) is complex:
+            return jnp.asarray(v)
         kind = complex if isinstance(v, (complex, np.complexfloating)) else float
         return jnp.asarray(v, dtype=jnp.result_type(kind))
     return v
@@ -69,18 +195,26 @@ def _is_int(v) -> bool:
 
 
 def _differentiable(w) -> list[int]:
-    """The leaves of a `walk` that `gradient` differentiates: parameters that are float or complex arrays,
-    or numbers (real or complex; not bools)."""
+    """The leaves of a `walk` that `gradient` differentiates: float or complex arrays, or numbers (real or
+    complex; not bools), that are not state. Fields that a layer's `trainable=` leaves out (role OTHER)
+    are differentiated too: Flux's `trainable` restricts what optimisers change, not what Zygote sees."""
     return [
         i
         for i, (v, r) in enumerate(zip(w.leaves, w.roles))
-        if r == PARAM and (is_float_array(v) or (isinstance(v, NUMBER_TYPES) and not isinstance(v, (bool, np.bool_))))
+        if r != STATE and (is_float_array(v) or (isinstance(v, NUMBER_TYPES) and not isinstance(v, (bool, np.bool_))))
     ]
 
 
 def _explicit_plan(f, args, name, static=frozenset()) -> _Plan:
     box = list(args)
     w = walk(box)
+    if w.plain:
+        raise_plain(w.plain[0], name)
+    untied = _Untied(box) if _has_tied_layer(w) else None
+    if untied is not None and not untied:
+        untied = None
+    if untied is not None:
+        w = untied.run(lambda: walk(box))
     diff = [i for i in _differentiable(w) if i not in static]
     if not diff:
         bad = [a for a in args if isinstance(a, (str, bytes)) or callable(a) and not is_layer(a)]
@@ -90,14 +224,14 @@ def _explicit_plan(f, args, name, static=frozenset()) -> _Plan:
                 "arguments must be numbers, float arrays, layers or containers of them"
             )
     written: list[Slot] = []
-    fx = _make_fx(lambda: f(*box), [[w.slots[i]] for i in diff], written)
+    fx = _make_fx(lambda: f(*box), [[w.slots[i]] for i in diff], written, untied)
     primals = [_as_primal(w.leaves[i]) for i in diff]
 
     def finish(grads):
         by_leaf: list[Any] = [None] * len(w.leaves)
         for i, g in zip(diff, grads):
             by_leaf[i] = g
-        return _rebuild(box, by_leaf)
+        return untied.run(lambda: _rebuild(box, by_leaf)) if untied is not None else _rebuild(box, by_leaf)
 
     return _Plan(fx, primals, finish, written, [i for i in diff if _is_int(w.leaves[i])])
 
@@ -171,26 +305,35 @@ def _run_vjp(plan: _Plan, first_only):
 
 
 def _traced(f, args, name, first_only):
-    """`jax.vjp` of the plan for `f(*args)`. Python ints are differentiated as numbers, as Zygote does
-    (`gradient(x -> 3x^2 + 2x + 1, 5) == (32,)`), which needs a float tracer in their place; when that
-    makes `f` fail with a `TypeError` (an int used as an index or a size, where Zygote's rules give
+    """`jax.vjp` of the plan for `f(*args)`: `(plan, (y, back, full, aux))`; see `traced_with`."""
+    return traced_with(f, args, name, lambda plan: _run_vjp(plan, first_only))
+
+
+_INT_ERRORS = (TypeError, ValueError)  # a tracer where an int is needed: as an index, a size, or a
+# static argument of a jitted function (jax raises ValueError "Non-hashable static arguments")
+
+
+def traced_with(f, args, name, run):
+    """`(plan, run(plan))` for the plan of `f(*args)`. Python ints are differentiated as numbers, as
+    Zygote does (`gradient(x -> 3x^2 + 2x + 1, 5) == (32,)`), which needs a float tracer in their place;
+    when that makes `f` fail (an int used as an index, a size or an axis, where Zygote's rules give
     `nothing`), the ints are held static instead, and then made differentiable again one at a time where
     `f` allows it. (So `f` runs more than once on that path.)"""
     plan = _plan(f, args, name)
     try:
-        return plan, _run_vjp(plan, first_only)
-    except TypeError:
+        return plan, run(plan)
+    except _INT_ERRORS:
         if not plan.ints:
             raise
     static = frozenset(plan.ints)
     plan = _plan(f, args, name, static)
-    res = _run_vjp(plan, first_only)  # still failing: not the ints' fault, raise that error
+    res = run(plan)  # still failing: not the ints' fault, raise that error
     for i in sorted(static):
         trial = static - {i}
         try:
             p2 = _plan(f, args, name, trial)
-            r2 = _run_vjp(p2, first_only)
-        except TypeError:
+            r2 = run(p2)
+        except _INT_ERRORS:
             continue
         static, plan, res = trial, p2, r2
     return plan, res

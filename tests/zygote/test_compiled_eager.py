@@ -196,3 +196,17 @@ def test_random_step_sequences_match_op_by_op(steps):
         F.update_(s2, m2, g2[0])
     _close(m1.weight, m2.weight)
     _close(m1.bias, m2.bias)
+
+
+def test_a_layer_used_twice_gets_one_gradient_per_path_compiled_as_op_by_op():
+    """Zygote's per-path answer for `Chain(d, d)` (Flux issue 1767) from the compiled call too: the
+    program's output is not merged back into one Tangent."""
+    d = F.Dense(2, 2, F.tanh)
+    m = F.Chain(d, d)
+    x = jnp.arange(6.0).reshape(2, 3) / 6
+    f = lambda m: m(x).sum()  # noqa: E731
+    compiled, eager = F.gradient(f, m)[0], F.gradient(f, m, jit=False)[0]
+    assert compiled.layers[0] is not compiled.layers[1]
+    for a, b in zip(compiled.layers, eager.layers):
+        np.testing.assert_allclose(a.weight, b.weight, rtol=1e-5, atol=1e-7)
+    assert not np.allclose(compiled.layers[0].weight, compiled.layers[1].weight)
