@@ -21,6 +21,7 @@ from ..core.layer import is_array, is_float_array, is_layer, layer, trainable
 from ..core.region import commit, current_region
 from ..core.sharing import sharing
 from ..core.walk import Slot
+from ..errors import DimensionMismatch, StructureMismatch
 from ..zygote import Grads, Params, Tangent
 from .wholetree import (
     Part,
@@ -113,12 +114,64 @@ def setup(rule: optax.GradientTransformation, model: Any) -> Any:
     return tree
 
 
-def _field(node, name):
-    if isinstance(node, Tangent):
-        return node.fields.get(name)
-    if is_layer(node):
-        return node.__dict__.get(name)
-    return None
+def _is_namedtuple(v) -> bool:
+    return isinstance(v, tuple) and hasattr(v, "_fields")
+
+
+def _where(path: str) -> str:
+    return f"at {path}" if path else "at the top"
+
+
+def _kind(v) -> str:
+    if is_array(v):
+        return f"an array of shape {tuple(v.shape)}"
+    if isinstance(v, Tangent):
+        return f"a gradient of a {v.primal_type.__name__}"
+    return f"a {type(v).__name__}"
+
+
+def _field(g, name: str, layer_obj, path: str):
+    """The gradient of field `name` of `layer_obj` from `g`: a structural gradient (`Tangent`), a dict
+    or a namedtuple (Optimisers.jl's `(weight=..., bias=nothing)`), `None`, or the layer itself."""
+    if g is None:
+        return None
+    if isinstance(g, Tangent):
+        return g.fields.get(name)
+    if isinstance(g, dict):
+        return g.get(name)
+    if _is_namedtuple(g):
+        return getattr(g, name, None)
+    if is_layer(g):
+        return g.__dict__.get(name)
+    raise StructureMismatch(
+        f"update_: the gradient {_where(path)} is {_kind(g)}, but the model has a {type(layer_obj).__name__} there: "
+        "give its gradient as the structural gradient from gradient(), a dict or a namedtuple of its fields"
+    )
+
+
+def _check_layer_grad(g, m, path: str) -> None:
+    """A gradient for layer `m` that names a field `m` does not have (or is a gradient of another
+    type of layer) does not fit the model."""
+    if g is None:
+        return
+    if isinstance(g, Tangent):
+        if not isinstance(m, g.primal_type):
+            raise StructureMismatch(
+                f"update_: the gradient {_where(path)} is {_kind(g)}, but the model has a {type(m).__name__} there"
+            )
+        names = [k for k, v in g.fields.items() if v is not None]
+    elif isinstance(g, dict):
+        names = list(g)
+    elif _is_namedtuple(g):
+        names = list(g._fields)
+    else:
+        names = []
+    extra = [k for k in names if k not in m.__dict__]
+    if extra:
+        raise StructureMismatch(
+            f"update_: the gradient {_where(path)} has field {extra[0]!r}, which the model's {type(m).__name__} "
+            f"there does not have (its fields: {', '.join(m.__dict__)})"
+        )
 
 
 class _Root:
@@ -138,15 +191,36 @@ def _collect(opt_state, model, grads, keep_none=False):
     """[(leaf, x, summed grad, slots)] for every Leaf with a gradient, each Leaf once. A slot is a
     `Slot` (rebound through the state thread) or a `_Root` (a position in an immutable model).
     With `keep_none`, every leaf (or `Part`, one per view position) comes, its gradient `None` when
-    it has none."""
+    it has none. State, model and gradient that do not fit raise `StructureMismatch` naming the first
+    path where they differ; nothing is changed before that."""
+    if is_layer(opt_state) and not isinstance(opt_state, (Leaf, Part)) or is_array(opt_state):
+        raise StructureMismatch(
+            f"update_: opt_state is {_kind(opt_state)}, not the optimiser state from setup(rule, model); "
+            "the arguments are update_(opt_state, model, grads)"
+        )
     acc: dict[Any, list] = {}
     seen: set = set()
 
-    def go(st, m, g, slot):
-        if st is None or (g is None and not keep_none):
+    def go(st, m, g, slot, path):
+        if st is None:
             return
         if isinstance(st, (Leaf, Part)):
-            if isinstance(st, Leaf) and st.frozen or not is_array(m):
+            if not is_array(m):
+                raise StructureMismatch(
+                    f"update_: the optimiser state has a leaf {_where(path)}, but the model has {_kind(m)} there; "
+                    "was opt_state set up for another model? Call setup(rule, model) for this one"
+                )
+            if g is not None:
+                if not (is_array(g) or isinstance(g, (int, float, complex))) or isinstance(g, bool):
+                    raise StructureMismatch(
+                        f"update_: the gradient {_where(path)} is {_kind(g)}, but the model has {_kind(m)} there"
+                    )
+                if jnp.shape(g) != m.shape:
+                    raise DimensionMismatch(
+                        f"update_: the gradient {_where(path)} has shape {tuple(jnp.shape(g))}, the parameter "
+                        f"there has shape {tuple(m.shape)}"
+                    )
+            if g is None and not keep_none or isinstance(st, Leaf) and st.frozen:
                 return
             ident = slot.ident()
             if ident in seen:
@@ -161,22 +235,65 @@ def _collect(opt_state, model, grads, keep_none=False):
                 e[3].append(slot)
             return
         if isinstance(st, Tangent):
-            if not is_layer(m):
-                raise TypeError(f"update_: the state tree expects a {st.primal_type.__name__} here, got {type(m).__name__}")
+            if not is_layer(m) or not isinstance(m, st.primal_type):
+                raise StructureMismatch(
+                    f"update_: the optimiser state expects a {st.primal_type.__name__} {_where(path)}, the model has "
+                    f"{_kind(m)} there; was opt_state set up for another model? Call setup(rule, model) for this one"
+                )
+            _check_layer_grad(g, m, path)
             for k, sub in st.fields.items():
-                if sub is not None and k in m.__dict__:
-                    go(sub, m.__dict__[k], _field(g, k), Slot(m, k, True))
+                if sub is None:
+                    continue
+                if k not in m.__dict__:
+                    raise StructureMismatch(
+                        f"update_: the optimiser state has field {k!r} {_where(path)}, which the model's "
+                        f"{type(m).__name__} does not have"
+                    )
+                go(sub, m.__dict__[k], _field(g, k, m, path), Slot(m, k, True), f"{path}.{k}")
             return
         if isinstance(st, (list, tuple)):
-            gs = g if isinstance(g, (list, tuple)) else [None] * len(st)
+            if not isinstance(m, (list, tuple)) or len(m) != len(st):
+                raise StructureMismatch(
+                    f"update_: the optimiser state has a {type(st).__name__} of length {len(st)} {_where(path)}, "
+                    f"the model has {_kind(m)}" + (f" of length {len(m)}" if isinstance(m, (list, tuple)) else "")
+                    + " there"
+                )
+            if g is None:
+                gs = [None] * len(st)
+            elif isinstance(g, (list, tuple)) and len(g) == len(st):
+                gs = g
+            else:
+                raise StructureMismatch(
+                    f"update_: the gradient {_where(path)} is {_kind(g)}"
+                    + (f" of length {len(g)}" if isinstance(g, (list, tuple)) else "")
+                    + f", the model has a {type(m).__name__} of length {len(m)} there"
+                )
             for i, (s, mm, gg) in enumerate(zip(st, m, gs)):
-                go(s, mm, gg, _sub(slot, m, i))
+                go(s, mm, gg, _sub(slot, m, i), f"{path}[{i}]")
             return
         if isinstance(st, dict):
+            if not isinstance(m, dict) or set(m) != set(st):
+                raise StructureMismatch(
+                    f"update_: the optimiser state has a dict with keys {sorted(map(str, st))} {_where(path)}, "
+                    f"the model has {_kind(m)}" + (f" with keys {sorted(map(str, m))}" if isinstance(m, dict) else "")
+                    + " there"
+                )
+            if g is not None and not isinstance(g, dict):
+                raise StructureMismatch(f"update_: the gradient {_where(path)} is {_kind(g)}, the model has a dict there")
+            if g is not None and set(g) - set(m):
+                raise StructureMismatch(
+                    f"update_: the gradient {_where(path)} has key {sorted(map(str, set(g) - set(m)))[0]!r}, "
+                    "which the model's dict there does not have"
+                )
             for k, s in st.items():
-                go(s, m[k], g.get(k) if isinstance(g, dict) else None, _sub(slot, m, k))
+                go(s, m[k], None if g is None else g.get(k), _sub(slot, m, k), f"{path}[{k!r}]")
+            return
+        raise StructureMismatch(
+            f"update_: {_where(path)} the optimiser state holds {_kind(st)}, which setup() never makes; "
+            "the arguments are update_(opt_state, model, grads)"
+        )
 
-    go(opt_state, model, grads, _Root())
+    go(opt_state, model, grads, _Root(), "")
     return list(acc.values())
 
 
@@ -272,7 +389,7 @@ def _check_state(opt_state: Any, call: str) -> None:
 
 def _check_explicit(opt_state: Any, model: Any, grads: Any, fn: str) -> None:
     _check_state(opt_state, f"{fn}(opt_state, model, grads)")
-    if isinstance(grads, tuple) and len(grads) == 1 and not isinstance(model, tuple):
+    if isinstance(grads, tuple) and len(grads) == 1 and not _is_namedtuple(grads) and not isinstance(model, tuple):
         raise TypeError(
             f"{fn}: grads is a 1-tuple, as gradient() returns; you probably want grads[0]"
         )
