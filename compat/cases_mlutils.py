@@ -237,3 +237,98 @@ def case_leavepout_obstransforms():
     assert fluxjax.getobs(fluxjax.joinobs(range(1, 11), range(11, 21)), 14) == 15
     data = fluxjax.joinobs(np.ones((2, 3)), np.zeros((2, 3)))
     equal(fluxjax.obsview(data, [2, 3]), [[1.0, 0.0], [1.0, 0.0]])
+
+
+@case(
+    names=("slidingwindow",),
+    source="MLUtils.jl test/slidingwindow.jl",
+    julia="""
+    data = 1:20
+    s = slidingwindow(data, size=5)
+    @test length(s) == 16; @test s[1] == 1:5; @test s[2] == 2:6
+    s = slidingwindow(data, size=5, stride=3)
+    @test length(s) == 6; @test s[2] == 4:8; @test s[6] == 16:20
+    data = reshape(1:18, 3, 6)
+    s = slidingwindow(data, size=2)
+    @test length(s) == 5; @test s[1] == [1 4; 2 5; 3 6]
+    """,
+)
+def case_slidingwindow():
+    s = fluxjax.slidingwindow(range(1, 21), size=5)
+    assert len(s) == 16 and list(s[0]) == [1, 2, 3, 4, 5] and list(s[1]) == [2, 3, 4, 5, 6]
+    s = fluxjax.slidingwindow(range(1, 21), size=5, stride=3)
+    assert len(s) == 6 and list(s[1]) == [4, 5, 6, 7, 8] and list(s[5]) == list(range(16, 21))
+    s = fluxjax.slidingwindow(jl(range(1, 19), (3, 6)), size=2)
+    assert len(s) == 5
+    equal(s[0], [[1, 4], [2, 5], [3, 6]])
+
+
+@case(
+    names=("BatchView", "batchsize", "ObsView"),
+    source="MLUtils.jl test/batchview.jl",
+    julia="""
+    A = BatchView(var, batchsize=3)      # 15 observations
+    @test length(A) == 5; @test batchsize(A) == 3
+    A = BatchView(X, batchsize=16)
+    @test length(A) == 1; @test batchsize(A) == 15
+    A = BatchView(var, batchsize=5)
+    @test getobs(A, 2) == getobs(var, 6:10)
+    S = ObsView(BatchView(var, batchsize=3), 1:2)
+    @test numobs(S) == 2
+    @test getobs(S) == getobs(BatchView(ObsView(var, 1:6), batchsize=3))
+    bv = BatchView([1:12;], batchsize=5, partial=false)
+    @test length(bv) == 2; @test bv[2] == 6:10
+    """,
+)
+def case_batchview():
+    X = jl(range(60), (4, 15)).astype(np.float32)
+    A = fluxjax.BatchView(X, batchsize=3)
+    assert len(A) == 5 and fluxjax.batchsize(A) == 3
+    A = fluxjax.BatchView(X, batchsize=16)
+    assert len(A) == 1 and fluxjax.batchsize(A) == 15
+    A = fluxjax.BatchView(X, batchsize=5)
+    equal(fluxjax.getobs(A, 1), X[:, 5:10])
+    S = fluxjax.ObsView(fluxjax.BatchView(X, batchsize=3), slice(0, 2))
+    assert fluxjax.numobs(S) == 2
+    equal(fluxjax.getobs(S), X[:, :6])
+    bv = fluxjax.BatchView(list(range(1, 13)), batchsize=5, partial=False)
+    assert len(bv) == 2 and bv[1] == [6, 7, 8, 9, 10]
+
+
+@case(
+    names=("oversample", "undersample"),
+    source="MLUtils.jl test/resample.jl",
+    julia="""
+    x = rand(2, 5); y = ["a", "c", "c", "a", "b"]
+    o = oversample((x, y), fraction=1, shuffle=false)
+    ox, oy = getobs(o)
+    @test size(ox) == (2, 6); @test ox[:,1:5] == x; @test ox[:,6] == ox[:,5]; @test oy[6] == y[5]
+    o = undersample((x, y), shuffle=false)
+    ox, oy = getobs(o)
+    @test size(ox) == (2, 3); @test oy == ["a", "c", "b"]; @test ox[:,3] == x[:,5]
+    """,
+)
+def case_resample():
+    x = np.random.rand(2, 5).astype(np.float32)
+    y = ["a", "c", "c", "a", "b"]
+    ox, oy = fluxjax.oversample((x, y), fraction=1, shuffle=False)
+    assert ox.shape == (2, 6) and oy[5] == y[4]
+    equal(ox[:, :5], x)
+    equal(ox[:, 5], ox[:, 4])
+    ux, uy = fluxjax.undersample((x, y), shuffle=False)
+    assert ux.shape == (2, 3) and uy == ["a", "c", "b"]
+    equal(ux[:, 2], x[:, 4])
+
+
+@case(
+    names=("groupobs",),
+    source="MLUtils.jl src/obstransform.jl (groupobs docstring)",
+    julia="""
+    data = -10:10
+    datas = groupobs(>(0), data)
+    length(datas) == 2
+    """,
+)
+def case_groupobs():
+    datas = fluxjax.groupobs(lambda v: v > 0, range(-10, 11))
+    assert len(datas) == 2 and list(datas[1]) == list(range(1, 11))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import warnings
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -32,9 +33,30 @@ def param_dtype(layer):
     return None
 
 
+def _foreign(layer, x):
+    """Another library's array (a `torch.Tensor`, a CuPy array, ...) as a JAX array: through
+    `__jax_array__`/`__array__` (`jnp.asarray`), or `__dlpack__`; otherwise a `TypeError` that says how."""
+    try:
+        return jnp.asarray(x)
+    except Exception as first:  # noqa: BLE001 - any failure of the other library's conversion
+        if hasattr(x, "__dlpack__"):
+            try:
+                return jax.dlpack.from_dlpack(x)
+            except Exception:  # noqa: BLE001
+                pass
+        raise TypeError(
+            f"Layer {name(layer)} cannot read a {type(x).__module__}.{type(x).__name__} as an array ({first}); "
+            "convert it first, e.g. jnp.asarray(x.detach().cpu().numpy()) for a torch.Tensor"
+        ) from None
+
+
 def as_array(layer, x):
     """`x` as an array, or a `TypeError` naming the layer when it is not numeric data (a string,
     `None`, a ragged list, ...)."""
+    if not isinstance(x, (jax.Array, np.ndarray, np.generic)) and (
+        hasattr(x, "__array__") or hasattr(x, "__dlpack__") or hasattr(x, "__jax_array__")
+    ):
+        x = _foreign(layer, x)
     if hasattr(x, "shape") and hasattr(x, "dtype"):
         # bfloat16 (an ml_dtypes type) has NumPy kind "V" but is a float to JAX
         if getattr(x.dtype, "kind", None) in ("O", "U", "S", "V") and not jnp.issubdtype(x.dtype, jnp.floating):
@@ -83,10 +105,47 @@ def match_eltype(layer, x, dtype=None):
     raise TypeError(f"Layer {name(layer)} expects numeric input, got {describe(x)}")
 
 
+def _perm(p: tuple[int, ...]) -> str:
+    return "x.T" if p == (1, 0) else f"x.transpose{p}"
+
+
+def _hint(shape: tuple, expected: int, kind: str) -> str:
+    """A transpose that puts the axis of size `expected` where Flux wants it, when one is plain."""
+    nd = len(shape)
+    if nd < 2:
+        return ""
+    if kind == "features":  # wanted at axis 0, batch last
+        if shape[-1] == expected:
+            return ("batch goes last: try " if nd == 2 else "features go first, batch last: try ") + _perm(
+                tuple(range(nd - 1, -1, -1))
+            )
+        return ""
+    # channels, wanted at axis -2: (W, H, ..., C, N)
+    if nd == 2:
+        return f"batch goes last: try {_perm((1, 0))}" if shape[-1] == expected else ""
+    if shape[-1] == expected:  # channels last, NHWC (TensorFlow / JAX's default)
+        p = (*range(nd - 2, 0, -1), nd - 1, 0)
+        return f"this looks channels-last (N, H, W, C); Flux takes (W, H, C, N): try {_perm(p)}"
+    if shape[1] == expected:  # channels first, NCHW (PyTorch)
+        return f"this looks channels-first (N, C, H, W); Flux takes (W, H, C, N): try {_perm(tuple(range(nd - 1, -1, -1)))}"
+    return ""
+
+
+def in_python_terms(layer, x, axis: int, expected: int, layout: str, kind: str = "features") -> str:
+    """The Python reading of a size error, appended to Flux's text: which `x.shape` entry is wrong,
+    and a transpose that fixes it when one is plain (`kind`: "features" wanted first, or "channels"
+    wanted second-to-last)."""
+    shape = tuple(np.shape(x))
+    msg = f". In Python terms: {name(layer)} expects x.shape[{axis}] == {expected} ({layout}), got x.shape == {shape}"
+    hint = _hint(shape, expected, kind)
+    return msg + (f": {hint}" if hint else "")
+
+
 def check_size(layer, x, axis: int, expected: int, what: str = "size(input, 1)"):
     if np.ndim(x) == 0 or x.shape[axis] != expected:
         raise DimensionMismatch(
             f"layer {name(layer)} expects {what} == {expected}, but got {describe(x)}"
+            + in_python_terms(layer, x, axis, expected, "features first, batch last")
         )
 
 

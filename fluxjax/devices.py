@@ -139,12 +139,13 @@ def cpu_device() -> CPUDevice:
 
 def gpu_device(ordinal: int | None = None, *, force: bool = False) -> AbstractDevice:
     """MLDataDevices' `gpu_device()`: the first accelerator (or the `ordinal`-th, 0-based) as a callable
-    device; without one, warn and return `cpu_device()`, or raise with `force=True`."""
+    device; without one, warn (once per session, with `gpu`) and return `cpu_device()`, or raise with
+    `force=True`."""
     accel = [d for d in jax.devices() if d.platform != "cpu"]
     if not accel:
         if force:
             raise RuntimeError("gpu_device(force=True): no GPU or TPU is visible to JAX")
-        warnings.warn("gpu_device: no GPU or TPU is visible to JAX; defaulting to the CPU", stacklevel=2)
+        _warn_once("gpu", "gpu_device: no GPU or TPU is visible to JAX; defaulting to the CPU")  # maxlog=1, as Flux
         return CPUDevice()
     if ordinal is None:
         return AcceleratorDevice(accel[0])

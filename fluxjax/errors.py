@@ -7,6 +7,13 @@ class DimensionMismatch(ValueError):
     """Julia's `DimensionMismatch`: an input's size does not fit the layer. A `ValueError`."""
 
 
+class StructureMismatch(ValueError):
+    """Two trees that must fit do not: `loadmodel_`'s source and destination, or `update_`'s optimiser
+    state, model and gradient (missing or extra fields, containers of different lengths, an array
+    where the other has none). Flux and Optimisers.jl raise `ArgumentError` / `ErrorException` for
+    these. A `ValueError`; the message names the first path where they differ."""
+
+
 def describe(x) -> str:
     """Julia-style description of an array argument: `3×5 Matrix{float32}`."""
     shape = getattr(x, "shape", None)

@@ -18,17 +18,11 @@ import optax
 from .core.layer import is_array, is_layer
 from .core.region import commit, current_region
 from .core.walk import Slot
-from .errors import DimensionMismatch
+from .errors import DimensionMismatch, StructureMismatch
 from .random import is_typed_key
 from .zygote import Tangent
 
 __all__ = ["CheckpointError", "StructureMismatch", "state", "loadmodel_", "array_paths"]
-
-
-class StructureMismatch(ValueError):
-    """`loadmodel_` (or a checkpoint load) found a source whose structure differs from the destination:
-    missing or extra fields, containers of different lengths, an array where the destination has none.
-    Flux raises `ArgumentError` / `ErrorException` for these. A `ValueError`; the message names the path."""
 
 
 class CheckpointError(ValueError):

@@ -115,9 +115,19 @@ def test_cpu_device_moves_models_and_arrays():
 
 
 @pytest.mark.skipif(any(d.platform != "cpu" for d in jax.devices()), reason="checks the no-accelerator fallback")
-def test_gpu_device_falls_back_to_cpu_with_a_warning():
+def test_gpu_device_falls_back_to_cpu_with_a_warning(monkeypatch):
+    import warnings
+
+    from fluxjax import devices
+
+    monkeypatch.setattr(devices, "_warned", set())
     with pytest.warns(UserWarning, match="no GPU"):
         dev = Flux.gpu_device()
+    with warnings.catch_warnings():  # once per session, as Flux's maxlog=1: not again, nor from gpu()
+        warnings.simplefilter("error")
+        assert isinstance(Flux.gpu_device(), Flux.CPUDevice)
+        m = Flux.Dense(2, 2)
+        assert Flux.gpu(m) is m
     assert isinstance(dev, Flux.CPUDevice)
     with pytest.raises(RuntimeError):
         Flux.gpu_device(force=True)

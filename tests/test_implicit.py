@@ -126,8 +126,10 @@ def test_copy_bare_arrays_updates_params():
 
 @pytest.mark.xfail(
     strict=True,
-    reason="JAX arrays are immutable: copy_ on Params of bare arrays (not from params(model), not yet "
-    "seen by a gradient) cannot rebind the variable that holds them",
+    reason="Python cannot rebind a function's local variable from outside it, and JAX arrays are immutable: "
+    "Params([xz]) holds xz's value, not the variable, so copy_ updates ps (test_copy_bare_arrays_updates_params) "
+    "and rebinds only places it knows (a model's fields from params(model); globals and closure cells found by "
+    "a gradient), never the caller's local xz",
 )
 def test_copy_bare_arrays_rebinds_variable():
     # Zygote.jl/test/deprecated.jl:61-64  x = [0,0]; ps = Params([x]); copy!(ps, [1, 2]); x == [1, 2]

@@ -15,7 +15,7 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import as_array, check_callable, int_tuple, match_eltype, name
+from .._checks import as_array, check_callable, in_python_terms, int_tuple, match_eltype, name
 from ..core.layer import is_array, layer
 from ..errors import DimensionMismatch, describe
 from ..init import create_bias, glorot_uniform
@@ -171,9 +171,15 @@ def _spatial_check(lay, x, k, dilation, pad) -> None:
 def _conv_size_check(lay, x, cin: int) -> None:
     nd = lay.weight.ndim
     if x.ndim != nd:
-        raise DimensionMismatch(f"layer {lay._show()} expects ndims(input) == {nd}, but got {describe(x)}")
+        extra = ""
+        if x.ndim == nd - 1 and x.shape[-1] == cin:
+            extra = f". In Python terms: x.shape == {tuple(x.shape)} has no batch axis: try x[..., None]"
+        raise DimensionMismatch(f"layer {lay._show()} expects ndims(input) == {nd}, but got {describe(x)}{extra}")
     if x.shape[-2] != cin:
-        raise DimensionMismatch(f"layer {lay._show()} expects size(input, {nd - 1}) == {cin}, but got {describe(x)}")
+        raise DimensionMismatch(
+            f"layer {lay._show()} expects size(input, {nd - 1}) == {cin}, but got {describe(x)}"
+            + in_python_terms(lay, x, nd - 2, cin, "width, height, ..., channels, batch", "channels")
+        )
 
 
 def _call_dilation(lay) -> tuple[int, ...]:

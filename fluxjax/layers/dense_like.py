@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import as_array, check_callable, match_eltype
+from .._checks import as_array, check_callable, in_python_terms, match_eltype
 from ..core.layer import is_array, layer
 from ..errors import DimensionMismatch, describe
 from ..init import create_bias, glorot_uniform, ones32, randn32
@@ -277,6 +277,7 @@ class Embedding:
             raise DimensionMismatch(
                 f"layer {self._show()} expects integer indices, or one-hot input with "
                 f"size(input, 1) == {n_in}, but got {describe(x)}"
+                + in_python_terms(self, x, 0, n_in, "one-hot rows first, batch last; or integer indices")
             )
         onehot = jnp.issubdtype(x.dtype, jnp.bool_)
         xf = x.astype(W.dtype) if onehot else match_eltype(self, x, W.dtype)

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import as_array, check_callable, match_eltype, name, param_dtype
+from .._checks import as_array, check_callable, in_python_terms, match_eltype, name, param_dtype
 from ..core.layer import layer
 from ..core.region import is_active, layer_key, rebind
 from ..errors import DimensionMismatch, describe
@@ -68,6 +68,8 @@ def _channels(lay, x, chs):
         raise DimensionMismatch(
             f"layer {name(lay)} expects size(input, ndims - 1) == {chs} (channels, the second-to-last axis), "
             f"but got {describe(x)}"
+            + (in_python_terms(lay, x, np.ndim(x) - 2, chs, "channels second-to-last, batch last", "channels")
+               if np.ndim(x) >= 2 else "")
         )
 
 

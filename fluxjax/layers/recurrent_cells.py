@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import check_callable, match_eltype, name
+from .._checks import check_callable, in_python_terms, match_eltype, name
 from ..core.layer import is_array, layer
 from ..errors import DimensionMismatch, describe
 from ..init import create_bias, glorot_uniform
@@ -101,6 +101,7 @@ def _check_input(lay: Any, x: jax.Array, n_in: int, ndims: tuple[int, ...], what
     if x.shape[0] != n_in:
         raise DimensionMismatch(
             f"layer {lay._show()} expects size(input, 1) == {n_in}, but got {describe(x)}"
+            + in_python_terms(lay, x, 0, n_in, "features first: (in, batch), or (in, len, batch) for a sequence")
         )
 
 

@@ -26,9 +26,21 @@ from ..random import default_key, default_rng
 from ..zygote import Params, withgradient
 from ..zygote.adtypes import ADType
 from ..zygote.plan import first_output
+from ._rule_base import LeafState
 from .progress import progress as _display
 from .tree import _check_state, _implicit_holder, implicit_update_, setup, update_
 from .wholetree import as_transform
+
+
+def _stateless(rule: optax.GradientTransformation) -> bool:
+    """A rule whose state holds nothing that a step changes (Descent, WeightDecay, ClipGrad, chains of
+    them, optax.sgd without momentum): only hyperparameters, or nothing. Discarding it loses nothing."""
+    try:
+        state = rule.init(jnp.zeros((1,), jnp.float32))
+    except Exception:  # a rule that cannot say: assume it keeps something
+        return False
+    found = jax.tree_util.tree_leaves(state, is_leaf=lambda z: isinstance(z, LeafState))
+    return all(isinstance(z, LeafState) for z in found)
 
 
 class NonFiniteLoss(FloatingPointError):
@@ -230,11 +242,12 @@ def train_(loss: Callable, model: Any, data: Iterable, opt_state: Any, *rest: An
             jit = False  # bare-array Params: nothing to pass into a compiled step
     else:
         if isinstance(opt_state, optax.GradientTransformation):
-            warnings.warn(
-                "train_ was given a rule, not a state: the optimiser state is discarded afterwards. "
-                "Use opt_state = setup(rule, model) and pass opt_state.",
-                stacklevel=2,
-            )
+            if not _stateless(opt_state):  # Descent & co. have nothing to lose
+                warnings.warn(
+                    "train_ was given a rule, not a state: the optimiser state is discarded afterwards. "
+                    "Use opt_state = setup(rule, model) and pass opt_state.",
+                    stacklevel=2,
+                )
             opt_state = setup(opt_state, model)
         trainmode_(model)
     if mesh is not None:

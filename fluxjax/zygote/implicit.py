@@ -94,6 +94,59 @@ class Params:
     def __repr__(self):
         return "Params([" + ", ".join(f"{x.dtype}{list(x.shape)}" for x in self) + "])"
 
+    def copy(self) -> Params:
+        """A new `Params` with the same entries (Zygote's `copy(ps)`); adding to or deleting from it
+        leaves this one as it is."""
+        new = Params()
+        new._entries = [_Entry(e.array, list(e.slots)) for e in self._entries]
+        new._sources = self._sources
+        return new
+
+    __copy__ = copy
+
+    def _absorb(self, itr) -> None:
+        if isinstance(itr, Params):
+            for e in itr._entries:
+                self.add(e.value(), e.slots)
+            self._sources = self._sources + tuple(m for m in itr._sources if all(m is not n for n in self._sources))
+        else:
+            for x in itr:
+                self.add(x)
+
+    def union_(self, *itrs) -> Params:
+        """Add every array of `itrs` (Params or iterables of arrays) not already here, in order
+        (Zygote's `union!(ps, itrs...)`). Returns `self`.
+
+        ```python
+        >>> a, b = jnp.zeros(2), jnp.ones(3)
+        >>> len(Params([a]).union_(Params([b, a])))
+        2
+
+        ```
+        """
+        for itr in itrs:
+            self._absorb(itr)
+        return self
+
+    def union(self, *itrs) -> Params:
+        """`self.copy().union_(*itrs)` (Zygote's `union(ps, itrs...)`)."""
+        return self.copy().union_(*itrs)
+
+    def intersect_(self, *itrs) -> Params:
+        """Keep only the arrays that are in every one of `itrs`, by identity (Zygote's `intersect!`)."""
+        for itr in itrs:
+            keep = {id(x) for x in itr}
+            self._entries = [e for e in self._entries if id(e.value()) in keep]
+        return self
+
+    def intersect(self, *itrs) -> Params:
+        """`self.copy().intersect_(*itrs)` (Zygote's `intersect(ps, itrs...)`)."""
+        return self.copy().intersect_(*itrs)
+
+    def issetequal(self, other) -> bool:
+        """The same arrays, by identity, in any order (Zygote's `issetequal`)."""
+        return {id(x) for x in self} == {id(x) for x in other}
+
     def copy_(self, flat) -> Params:
         """Zygote's `copy!(ps, v)`: fill the parameters from one flat vector, column-major."""
         flat = jnp.asarray(flat)
@@ -144,14 +197,31 @@ def raise_plain(obj, name: str):
     )
 
 
+def _bare_arrays(m) -> bool:
+    return isinstance(m, (list, tuple)) and not hasattr(m, "_fields") and len(m) > 0 and all(is_array(x) for x in m)
+
+
 def params(*models) -> Params:
-    """Every trainable float array in `models`, each once (tied weights once), in walk order."""
-    root = list(models)
+    """Every trainable float array in `models`, each once (tied weights once), in walk order.
+
+    `params(model)` records where each array lives; `params(W, b)` and `params([W, b])` on bare arrays
+    are `Params([W, b])`, found at `gradient` time in the globals and closure of the function.
+
+    ```python
+    >>> m = Dense(2, 3)
+    >>> len(params(m)), len(params([m.weight, m.bias]))
+    (2, 2)
+
+    ```
+    """
+    # a list or tuple of bare arrays is `Params(arrays)`, as Zygote's params([W, b]): they are looked up
+    # where `f` reads them, not in the (often temporary) list
+    root = [x for m in models for x in (m if _bare_arrays(m) else (m,))]
     w = walk(root)
     if w.plain:
         raise_plain(w.plain[0], "params")
     ps = Params()
-    ps._sources = tuple(m for m in models if is_layer(m) or isinstance(m, (list, dict)))
+    ps._sources = tuple(m for m in models if is_layer(m) or isinstance(m, (list, dict)) and not _bare_arrays(m))
     entries: dict[int, _Entry] = {}  # by the array's id: one pass, not a search per array
     for leaf, slot, role in zip(w.leaves, w.slots, w.roles):
         if role != PARAM or not is_float_array(leaf):
@@ -168,14 +238,22 @@ def params(*models) -> Params:
 class Grads:
     """Zygote's `Grads`: gradients indexed by the parameter arrays, iterable in `Params` order.
 
-    `gs[W]`, `gs.params`, `keys()`, `values()`, `items()`, `+ - * /` (with `None` as zero),
-    `map(f)` and `copy()`.
+    `gs[W]`, `gs[W] = g`, `gs.params`, `keys()`, `values()`, `items()`, `+ - * /` with Grads or numbers
+    (Zygote's `gs1 .+ gs2`, `2 .* gs`; `None` counts as zero), unary `+`/`-`, `map(f, *others)` (Zygote's
+    `map(f, gs1, gs2...)`, also its broadcast `f.(gs1, gs2)`), `merge_`, `copy()`, `copy_` (Zygote's
+    `copy!(gs, v)` and `gs1 .= gs2`) and `flat()` (Zygote's `copy!(v, gs)`).
 
+    ```python
+    >>> W = jnp.array([1.0, 2.0])
+    >>> gs = gradient(lambda: jnp.sum(W * W), Params([W]))
+    >>> (2 * gs + gs)[W]
+    Array([ 6., 12.], dtype=float32)
     >>> m = Dense(jnp.ones((1, 2)))
-    >>> ps = Flux.params(m)
-    >>> gs = gradient(lambda: jnp.sum(m(jnp.array([1.0, 2.0]))), ps)
+    >>> gs = gradient(lambda: jnp.sum(m(jnp.array([1.0, 2.0]))), Flux.params(m))
     >>> gs[m.weight], gs[m.bias]
     (Array([[1., 2.]], dtype=float32), Array([1.], dtype=float32))
+
+    ```
     """
 
     def __init__(self, ps: Params, keys: list, grads: list):
@@ -187,14 +265,27 @@ class Grads:
     def _i(self, x):
         i = self._index.get(id(x))
         if i is None:
-            for j, e in enumerate(self.params._entries):
-                if e.value() is x:
-                    return j
+            for e in self.params._entries:
+                if e.value() is x or e.array is x:
+                    j = self._index.get(id(e.array))
+                    if j is None:
+                        j = next((n for n, k in enumerate(self._keys) if k is e.array or k is e.value()), None)
+                    if j is not None:
+                        return j
             raise KeyError("Grads: this array is not one of the parameters (did you update it since?)")
         return i
 
     def __getitem__(self, x):
         return self._grads[self._i(x)]
+
+    def __setitem__(self, x, value) -> None:
+        """`gs[W] = g` (Zygote's `setindex!`); `W` must be one of `gs.params`."""
+        if value is not None:
+            value = jnp.asarray(value)
+            key = self._keys[self._i(x)]
+            if value.shape != key.shape:
+                raise ValueError(f"Grads: gs[W] = g needs g.shape == W.shape == {tuple(key.shape)}, got {tuple(value.shape)}")
+        self._grads[self._i(x)] = value
 
     def __contains__(self, x):
         try:
@@ -231,13 +322,76 @@ class Grads:
         self.__dict__.update(st)
         self._index = {id(k): i for i, k in enumerate(self._keys)}
 
-    def map(self, f: Callable) -> Grads:
-        return Grads(self.params, self._keys, [f(self._zero(i) if g is None else g) for i, g in enumerate(self._grads)])
+    def _same_params(self, other: Grads, fn: str) -> None:
+        if not isinstance(other, Grads):
+            raise TypeError(f"Grads.{fn}: expected Grads, got {type(other).__name__}")
+        if {id(k) for k in other._keys} != {id(k) for k in self._keys}:
+            raise ValueError(
+                f"Grads.{fn}: the Grads belong to different parameters ({len(self)} and {len(other)} arrays, "
+                "not the same ones); Zygote's ArgumentError \"expects Grads objects with the same Params\""
+            )
+
+    def map(self, f: Callable, *others: Grads) -> Grads:
+        """`f` applied to each parameter's gradient, with the same parameter's gradients of `others`
+        as further arguments (Zygote's `map(f, gs1, gs2...)` and `f.(gs1, gs2)`); `None` is zeros."""
+        for o in others:
+            self._same_params(o, "map")
+        out = []
+        for i, g in enumerate(self._grads):
+            rest = [o[self._keys[i]] for o in others]
+            out.append(f(*(self._zero(i) if v is None else v for v in [g, *rest])))
+        return Grads(self.params, list(self._keys), out)
+
+    broadcast = map
 
     def _zero(self, i):
         return jnp.zeros_like(self._keys[i])
 
-    def _binary(self, other, op):
+    def merge_(self, *others: Grads) -> Grads:
+        """Zygote's `merge!(gs, others...)`: the parameters of `others` are added to `gs.params` (as
+        `union!`) and their gradients replace this one's. Returns `self`."""
+        for o in others:
+            if not isinstance(o, Grads):
+                raise TypeError(f"Grads.merge_: expected Grads, got {type(o).__name__}")
+            self.params.union_(o.params)
+            for k, g in zip(o._keys, o._grads):
+                i = self._index.get(id(k))
+                if i is None:
+                    self._index[id(k)] = len(self._keys)
+                    self._keys.append(k)
+                    self._grads.append(g)
+                else:
+                    self._grads[i] = g
+        return self
+
+    def flat(self):
+        """Zygote's `copy!(v, gs)`: every gradient as one column-major vector, in `Params` order (`None`
+        as zeros)."""
+        if not self._keys:
+            return jnp.zeros((0,))
+        return jnp.concatenate([jnp.ravel((self._zero(i) if g is None else jnp.asarray(g)).T) for i, g in enumerate(self._grads)])
+
+    def copy_(self, src) -> Grads:
+        """Fill the gradients in place: from a flat vector, column-major (Zygote's `copy!(gs, v)`), or
+        from other `Grads` of the same parameters (Zygote's `gs1 .= gs2`). Returns `self`."""
+        if isinstance(src, Grads):
+            self._same_params(src, "copy_")
+            for k in self._keys:
+                self._grads[self._i(k)] = src[k]
+            return self
+        flat = jnp.asarray(src)
+        n = sum(k.size for k in self._keys)
+        if flat.ndim != 1 or flat.size != n:
+            raise ValueError(
+                f"Grads.copy_: expected a vector of length {n} (the parameters' sizes summed), got shape {tuple(flat.shape)}"
+            )
+        at = 0
+        for i, k in enumerate(self._keys):
+            self._grads[i] = flat[at : at + k.size].reshape(tuple(reversed(k.shape))).T.astype(k.dtype)
+            at += k.size
+        return self
+
+    def _binary(self, other, op, flip=False):
         if isinstance(other, Grads):
             if other.params != self.params and [id(k) for k in other._keys] != [id(k) for k in self._keys]:
                 raise ValueError("Grads: cannot combine gradients of different Params")
@@ -248,13 +402,28 @@ class Grads:
                 else:
                     out.append(op(self._zero(i) if a is None else a, self._zero(i) if b is None else b))
             return Grads(self.params, self._keys, out)
-        return Grads(self.params, self._keys, [None if g is None else op(g, other) for g in self._grads])
+        # Zygote's `gs .+ a` maps over zeros where a gradient is nothing; `nothing .* a` stays zero (None)
+        keep_none = op in (jnp.multiply, jnp.divide) and not flip
+        out = []
+        for i, g in enumerate(self._grads):
+            if g is None and keep_none:
+                out.append(None)
+            else:
+                g = self._zero(i) if g is None else g
+                out.append(op(other, g) if flip else op(g, other))
+        return Grads(self.params, self._keys, out)
 
     def __add__(self, o):
         return self._binary(o, jnp.add)
 
+    def __radd__(self, o):
+        return self._binary(o, jnp.add, flip=True)
+
     def __sub__(self, o):
         return self._binary(o, jnp.subtract)
+
+    def __rsub__(self, o):
+        return self._binary(o, jnp.subtract, flip=True)
 
     def __mul__(self, o):
         return self._binary(o, jnp.multiply)
@@ -264,8 +433,14 @@ class Grads:
     def __truediv__(self, o):
         return self._binary(o, jnp.divide)
 
+    def __rtruediv__(self, o):
+        return self._binary(o, jnp.divide, flip=True)
+
     def __neg__(self):
         return Grads(self.params, self._keys, [None if g is None else -g for g in self._grads])
+
+    def __pos__(self):
+        return Grads(self.params, list(self._keys), list(self._grads))
 
     def __repr__(self):
         return f"Grads(<{len(self)} arrays>)"

@@ -171,7 +171,10 @@ def test_dimension_mismatch_message():
     with pytest.raises(DimensionMismatch) as e:
         Dense(2, 3)(jnp.ones((3, 5)))
     assert isinstance(e.value, ValueError)
-    assert str(e.value) == "layer Dense(2 => 3) expects size(input, 1) == 2, but got 3×5 Matrix{float32}"
+    assert str(e.value) == (
+        "layer Dense(2 => 3) expects size(input, 1) == 2, but got 3×5 Matrix{float32}. In Python terms: "
+        "Dense(2 => 3) expects x.shape[0] == 2 (features first, batch last), got x.shape == (3, 5)"
+    )  # Flux's text, then the Python reading (no transpose fits here, so no hint)
     with pytest.raises(DimensionMismatch, match=r"^layer Dense\(10 => 5\) expects size\(input, 1\) == 10, but got "
                        r"11×2×3 Array"):
         Dense(10, 5)(jnp.ones((11, 2, 3)))

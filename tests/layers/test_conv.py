@@ -491,7 +491,10 @@ def test_dimension_mismatch_messages():
     m = Conv((3, 3), (1, 16))
     with pytest.raises(DimensionMismatch) as e:
         m(jnp.ones((28, 28, 3, 2)))
-    assert str(e.value) == "layer Conv((3, 3), 1 => 16) expects size(input, 3) == 1, but got 28×28×3×2 Array{float32}"
+    assert str(e.value) == (
+        "layer Conv((3, 3), 1 => 16) expects size(input, 3) == 1, but got 28×28×3×2 Array{float32}. In Python terms: "
+        "Conv((3, 3), 1 => 16) expects x.shape[2] == 1 (width, height, ..., channels, batch), got x.shape == (28, 28, 3, 2)"
+    )
     with pytest.raises(DimensionMismatch, match=r"expects ndims\(input\) == 4, but got 28×28×1 Array"):
         m(jnp.ones((28, 28, 1)))
     with pytest.raises(DimensionMismatch, match=r"layer ConvTranspose\(\(3,\), 2 => 4\) expects size\(input, 2\) == 2"):

@@ -1,0 +1,78 @@
+"""MLUtils' arrays like another: `zeros_like`, `ones_like`, `fill_like`, `trues_like`, `falses_like`,
+`rand_like`, `randn_like`, each with MLUtils' optional `[dtype], [shape]` arguments."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..core.layer import is_array
+from ..random import resolve_key
+
+__all__ = ["zeros_like", "ones_like", "fill_like", "trues_like", "falses_like", "rand_like", "randn_like"]
+
+
+def _like(x: Any, args: tuple, what: str) -> tuple[Any, tuple[int, ...]]:
+    """MLUtils' optional `[element_type], [dims]` arguments: a dtype, a shape (an int or a tuple), or both."""
+    x = jnp.asarray(x) if not is_array(x) else x
+    dtype, shape = x.dtype, tuple(x.shape)
+    rest = list(args)
+    if rest and not isinstance(rest[0], (int, np.integer, tuple, list)):
+        dtype = jnp.dtype(rest.pop(0))
+    if rest:
+        sz = rest.pop(0)
+        shape = (int(sz),) if isinstance(sz, (int, np.integer)) else tuple(int(s) for s in sz)
+    if rest:
+        raise TypeError(f"{what}(x, [dtype], [shape]): too many arguments")
+    return dtype, shape
+
+
+def zeros_like(x: Any, *args: Any) -> jax.Array:
+    """Zeros of `x`'s dtype and shape, or the given ones: `zeros_like(x, [dtype], [shape])` (MLUtils)."""
+    dtype, shape = _like(x, args, "zeros_like")
+    return jnp.zeros(shape, dtype)
+
+
+def ones_like(x: Any, *args: Any) -> jax.Array:
+    """Ones of `x`'s dtype and shape, or the given ones: `ones_like(x, [dtype], [shape])` (MLUtils)."""
+    dtype, shape = _like(x, args, "ones_like")
+    return jnp.ones(shape, dtype)
+
+
+def fill_like(x: Any, val: Any, *args: Any) -> jax.Array:
+    """`val` everywhere, `x`'s dtype and shape or the given ones: `fill_like(x, val, [dtype], [shape])`."""
+    dtype, shape = _like(x, args, "fill_like")
+    return jnp.full(shape, val, dtype)
+
+
+def trues_like(x: Any, *shape: Any) -> jax.Array:
+    """`fill_like(x, True, bool, [shape])` (MLUtils' `trues_like`)."""
+    return fill_like(x, True, jnp.bool_, *shape)
+
+
+def falses_like(x: Any, *shape: Any) -> jax.Array:
+    """`fill_like(x, False, bool, [shape])` (MLUtils' `falses_like`)."""
+    return fill_like(x, False, jnp.bool_, *shape)
+
+
+def _random_like(draw: Callable, x: Any, args: tuple, rng: Any, what: str) -> jax.Array:
+    dtype, shape = _like(x, args, what)
+    if not jnp.issubdtype(dtype, jnp.floating):
+        raise TypeError(f"{what}: draws floats; got dtype {dtype} (pass a float dtype: {what}(x, jnp.float32))")
+    return draw(resolve_key(rng), shape, dtype)
+
+
+def rand_like(x: Any, *args: Any, rng: Any = None) -> jax.Array:
+    """Uniform `[0, 1)` draws of `x`'s dtype and shape, or the given ones: `rand_like(x, [dtype], [shape])`
+    (MLUtils). `rng`: `None` (the global stream, `seed_`), an int seed or a PRNG key."""
+    return _random_like(jax.random.uniform, x, args, rng, "rand_like")
+
+
+def randn_like(x: Any, *args: Any, rng: Any = None) -> jax.Array:
+    """Standard normal draws of `x`'s dtype and shape, or the given ones: `randn_like(x, [dtype], [shape])`
+    (MLUtils). `rng`: `None` (the global stream, `seed_`), an int seed or a PRNG key."""
+    return _random_like(jax.random.normal, x, args, rng, "randn_like")
