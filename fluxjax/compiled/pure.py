@@ -110,10 +110,35 @@ class _Program:
 
 
 def tracing() -> bool:
-    """Whether `cached_pure` is tracing its function now. A rule that must raise on a value (ClipNorm's
-    non-finite norm) asks this, and then needs the concrete value (`bool(x)`), which sends the call op
-    by op: it raises as the eager call does."""
+    """Whether an eager call that fluxjax compiles on its own (`cached_pure`'s eager `update_`, the eager
+    `gradient`) is being traced now. A rule that must raise on a value (ClipNorm's non-finite norm) asks
+    this, and then needs the concrete value (`bool(x)`), which sends the call op by op: it raises as
+    the eager call does."""
     return getattr(_tls, "tracing", False)
+
+
+@contextlib.contextmanager
+def tracing_eager_call() -> Iterator[None]:
+    """Mark the trace of an eager call compiled on the caller's behalf (see `tracing`)."""
+    before = getattr(_tls, "tracing", False)
+    _tls.tracing = True
+    try:
+        yield
+    finally:
+        _tls.tracing = before
+
+
+def concrete(*xs: Any) -> bool:
+    """Whether every one of `xs` has a value now, so a check on values (an index in range) can run. In
+    the trace of an eager call that fluxjax compiles on its own, a traced value raises JAX's
+    concretization error instead, so that the call runs op by op, where the check runs as written."""
+    tracer = next((x for x in xs if isinstance(x, jax.core.Tracer)), None)
+    if tracer is None:
+        return True
+    if tracing():
+        raise jax.errors.ConcretizationTypeError(tracer, "a check on the values of this array (fluxjax runs the "
+                                                 "call op by op)")
+    return False
 
 
 def cached_pure(key: tuple, keep: tuple, fn: Callable[[Any], Any], args: Any) -> Any:
@@ -147,16 +172,14 @@ def cached_pure(key: tuple, keep: tuple, fn: Callable[[Any], Any], args: Any) ->
             _programs.move_to_end(full)
     if prog is None:
         prog = _compile(fn, treedef, index, keep, _order(args))
-        _tls.tracing = True
         try:
-            outs = prog.jitted(uniq)  # traces now
+            with tracing_eager_call():
+                outs = prog.jitted(uniq)  # traces now
         except TRACE_ERRORS:
             with _lock:
                 _eager_only[key] = keep
             stats["eager"] += 1
             return NOT_RUN
-        finally:
-            _tls.tracing = False
         with _lock:
             _programs[full] = prog
             while len(_programs) > MAX_PROGRAMS:

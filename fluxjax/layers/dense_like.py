@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._checks import as_array, check_callable, in_python_terms, match_eltype
+from ..compiled.pure import concrete
 from ..core.layer import is_array, layer
 from ..errors import DimensionMismatch, describe
 from ..init import create_bias, glorot_uniform, ones32, randn32
@@ -217,7 +218,7 @@ def _named_bias(owner: str, weight, bias, *dims):
 
 
 def _concrete(x) -> bool:
-    return not isinstance(x, jax.core.Tracer)
+    return concrete(x)  # (in a compiled eager call: the call goes op by op, where the check runs)
 
 
 @layer(trainable=("weight",))

@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..compiled.pure import concrete
 from ..core.layer import is_array, layer
 from ..errors import DimensionMismatch, describe
 from ..init import randn32
@@ -44,7 +45,7 @@ def _is_int(x) -> bool:
 
 
 def _concrete(x) -> bool:
-    return not isinstance(x, jax.core.Tracer)
+    return concrete(x)  # (in a compiled eager call: the call goes op by op, where the check runs)
 
 
 @layer(trainable=("weight",))

@@ -33,6 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from ..compiled.pure import concrete
 from ..errors import DimensionMismatch
 
 __all__ = ["gather", "scatter"]
@@ -85,7 +86,7 @@ def _components(idx, more: tuple = ()) -> tuple[list, tuple[int, ...]]:
 
 
 def _concrete(comps) -> bool:
-    return not any(_is_tracer(c) for c in comps)
+    return concrete(*comps)  # (in a compiled eager call: the call goes op by op, where the check runs)
 
 
 def _check_bounds(comps, sizes: Sequence[int], what: str) -> None:

@@ -14,8 +14,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ..compiled.pure import tracing as pure_tracing
-from ._rule_base import Rule, _abs2, _is_concrete, _mul_abs2, _pop_lambda, _warn_gamma
+from ..compiled.pure import concrete
+from ._rule_base import Rule, _abs2, _mul_abs2, _pop_lambda, _warn_gamma
 
 __all__ = [
     "Descent",
@@ -427,7 +427,7 @@ class ClipNorm(Rule):
     def _step_leaf(self, h: dict, shared: tuple, g: jax.Array, x: Any) -> tuple:
         nrm = _norm(g, self._hp["p"])
         finite = jnp.isfinite(nrm)
-        if self._hp["throw"] and (_is_concrete(nrm) or pure_tracing()) and not bool(finite):
+        if self._hp["throw"] and concrete(nrm) and not bool(finite):
             raise ValueError(
                 f"ClipNorm: gradient has {self._hp['p']}-norm {float(nrm)}, "
                 f"for array {g.dtype}{list(g.shape)}"

@@ -15,7 +15,7 @@ import numpy as np
 from jax._src.core import trace_state_clean  # no public API says whether a trace is under way
 
 from ..compiled.call import jit as _fluxjax_jit
-from ..compiled.pure import TRACE_ERRORS, is_eager
+from ..compiled.pure import TRACE_ERRORS, is_eager, tracing_eager_call
 from ..core.region import current_region
 from .adtypes import ADType, AutoFiniteDifferences
 from .closure import _check_leaks, _snapshot
@@ -81,7 +81,8 @@ def _run_compiled(name: str, eager: Callable, f: Callable, args: tuple) -> Any:
         if prog is None:
             prog = _compiled[name] = _fluxjax_jit(eager, read_arrays=True)
     try:
-        out = prog(f, *args)
+        with tracing_eager_call():
+            out = prog(f, *args)
     except (*TRACE_ERRORS, TypeError) as e:
         # `f` needs concrete values (Python control flow on an array) or returns what a program cannot
         # (a string beside the loss): run op by op (nothing was written by the failed trace), and keep
