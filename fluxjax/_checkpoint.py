@@ -341,8 +341,9 @@ def _read(path: str, step: int | None, targets: tuple) -> tuple[dict, dict, int,
         raise CheckpointError(f"load: {where!r}: the metadata file is {os.path.getsize(meta_file)} bytes, "
                               f"more than the {_MAX_META} a fluxjax checkpoint writes")
     ocp = _ocp()
-    mgr = _manager(path, create=False)
+    mgr = None
     try:
+        mgr = _manager(path, create=False)  # reads every step's metadata, which may be damaged too
         meta = mgr.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore())).meta
         if not isinstance(meta, dict) or not isinstance(meta.get("fluxjax"), str):
             raise CheckpointError(f"load: {where!r} is not a fluxjax checkpoint")
@@ -376,7 +377,8 @@ def _read(path: str, step: int | None, targets: tuple) -> tuple[dict, dict, int,
     except Exception as e:  # orbax/tensorstore/json raise many types for damaged files
         raise CheckpointError(f"load: cannot read checkpoint {where!r}: {type(e).__name__}: {e}") from e
     finally:
-        mgr.close()
+        if mgr is not None:
+            mgr.close()
     if set(arrays) != needed:
         raise CheckpointError(f"load: {where!r}: the arrays on disk do not match the metadata")
     for k in needed:

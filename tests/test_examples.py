@@ -34,7 +34,7 @@ QUICK = {
     ]),
     "zygote_tutorial.py": ("flag", [
         r"^julia> gradient\(x -> 3x\^2 \+ 2x \+ 1, 5\)$",
-        r"^  \(Array\(32\., dtype=float32\),\)$",
+        r"^  \(Array\(32\., dtype=float32(, weak_type=True)?\),\)$",
         r"^  ā = 3\.0$",
         r"^## Buffer",
         r"^zygote tutorial: (\d+) values checked against Zygote's docs$",

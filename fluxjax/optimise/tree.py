@@ -237,7 +237,7 @@ def _collect(opt_state, model, grads, keep_none=False):
                         f"update_: the gradient {_where(path)} has shape {tuple(jnp.shape(g))}, the parameter "
                         f"there has shape {tuple(m.shape)}"
                     )
-            if g is None and not keep_none or isinstance(st, Leaf) and st.frozen:
+            if isinstance(st, Leaf) and st.frozen:
                 return
             key = ("part", st.index) if isinstance(st, Part) else id(st)
             e = acc.get(key)
