@@ -64,6 +64,17 @@ _eager_only: dict[Any, tuple] = {}  # key -> the objects its ids name, kept aliv
 
 
 @contextlib.contextmanager
+def _flag(name: str) -> Iterator[None]:
+    """Set this thread's flag `name` for the block, then put back what it was."""
+    before = getattr(_tls, name, False)
+    setattr(_tls, name, True)
+    try:
+        yield
+    finally:
+        setattr(_tls, name, before)
+
+
+@contextlib.contextmanager
 def eager() -> Iterator[None]:
     """Run fluxjax's eager calls op by op, as written, instead of as cached compiled programs.
 
@@ -80,12 +91,8 @@ def eager() -> Iterator[None]:
 
     ```
     """
-    before = getattr(_tls, "eager", False)
-    _tls.eager = True
-    try:
+    with _flag("eager"):
         yield
-    finally:
-        _tls.eager = before
 
 
 def is_eager() -> bool:
@@ -120,12 +127,8 @@ def tracing() -> bool:
 @contextlib.contextmanager
 def tracing_eager_call() -> Iterator[None]:
     """Mark the trace of an eager call compiled on the caller's behalf (see `tracing`)."""
-    before = getattr(_tls, "tracing", False)
-    _tls.tracing = True
-    try:
+    with _flag("tracing"):
         yield
-    finally:
-        _tls.tracing = before
 
 
 def concrete(*xs: Any) -> bool:
