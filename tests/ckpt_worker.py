@@ -16,9 +16,10 @@ import os
 import sys
 import time
 
-MODE = sys.argv[1]
-os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=" + ("4" if MODE == "sharded" else "1")
-os.environ["JAX_PLATFORMS"] = "cpu"
+MODE = sys.argv[1] if __name__ == "__main__" else None  # None when pytest imports the file to collect it
+if MODE is not None:  # before jax is imported
+    os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=" + ("4" if MODE == "sharded" else "1")
+    os.environ["JAX_PLATFORMS"] = "cpu"
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
