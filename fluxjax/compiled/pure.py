@@ -38,9 +38,11 @@ from typing import Any
 
 import jax
 import numpy as np
+from jax._src.core import trace_state_clean  # no public API says whether a trace is under way
 
 from ..core.region import current_region
 from ..core.sharing import sharing
+from .options import with_defaults
 
 MAX_PROGRAMS = 128  # LRU bound on the cached programs
 NOT_RUN = object()  # `cached_pure`'s answer when the caller must run `fn` eagerly itself
@@ -151,7 +153,7 @@ def cached_pure(key: tuple, keep: tuple, fn: Callable[[Any], Any], args: Any) ->
     the objects whose ids are in it (kept alive with the program). `args` is a pytree of arrays;
     `fn` returns a pytree of arrays.
     """
-    if is_eager() or current_region() is not None:
+    if is_eager() or current_region() is not None or not trace_state_clean():
         return NOT_RUN
     leaves, treedef = jax.tree_util.tree_flatten(args)
     uniq: list = []
@@ -196,21 +198,21 @@ def cached_pure(key: tuple, keep: tuple, fn: Callable[[Any], Any], args: Any) ->
 
 
 def _order(v: Any) -> Any:
-    """The key order of every dict in `v` (lists and tuples followed): jax rebuilds dicts with sorted
-    keys, and the eager call's dicts keep the order the rule made them in."""
+    """Where `v` holds a dict whose keys are not in sorted order (lists and tuples followed), that
+    order; None where nothing beneath needs it. jax rebuilds dicts with sorted keys, and the eager
+    call's dicts keep the order the rule made them in (Adam's `hyper` is `eta, beta, epsilon`)."""
     if type(v) is dict:
-        return ("d", tuple(v), tuple(_order(e) for e in v.values()))
+        inner = tuple(_order(e) for e in v.values())
+        keys = tuple(v)
+        try:
+            in_order = list(keys) == sorted(keys)
+        except TypeError:  # keys that do not compare: jax sorts them its own way, keep the order
+            in_order = False
+        return None if in_order and all(o is None for o in inner) else ("d", keys, inner)
     if isinstance(v, (list, tuple)):
-        return ("s", tuple(_order(e) for e in v))
+        inner = tuple(_order(e) for e in v)
+        return None if all(o is None for o in inner) else ("s", inner)
     return None
-
-
-def _unsorted(order: Any) -> bool:
-    if order is None:
-        return False
-    if order[0] == "d":
-        return list(order[1]) != sorted(order[1]) or any(_unsorted(o) for o in order[2])
-    return any(_unsorted(o) for o in order[1])
 
 
 def _reorder(v: Any, order: Any) -> Any:
@@ -219,8 +221,6 @@ def _reorder(v: Any, order: Any) -> Any:
     if order[0] == "d":
         return {k: _reorder(v[k], o) for k, o in zip(order[1], order[2])}
     items = [_reorder(e, o) for e, o in zip(v, order[1])]
-    if all(a is b for a, b in zip(items, v)):
-        return v
     return type(v)(*items) if hasattr(v, "_fields") else type(v)(items)
 
 
@@ -249,9 +249,8 @@ def _compile(fn: Callable, treedef: Any, index: list, keep: tuple, in_order: Any
                 k = mine[id(o)] = len(returned)
                 returned.append(o)
             out_index.append(("out", k))
-        order = _order(res)
-        prog.out = (out_def, out_index, order if _unsorted(order) else None)
+        prog.out = (out_def, out_index, _order(res))
         return returned
 
-    prog.jitted = jax.jit(program)
+    prog.jitted = jax.jit(program, **with_defaults({}))
     return prog
