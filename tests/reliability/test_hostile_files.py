@@ -244,8 +244,8 @@ HOSTILE_SAFETENSORS = {
     "metadata_not_str": (raw_header(json.dumps({"__metadata__": {"a": 1}, "layers.0.weight": W, "layers.0.bias": B}).encode()),
                          r"expected a string"),
     # what fluxjax refuses after the package accepted the header
-    "key_twice": (raw_header(('{"layers.0.weight": %s, "layers.0.bias": %s, "layers.0.bias": %s}'
-                              % (json.dumps(W), json.dumps(B), json.dumps(B))).encode()), r"'layers.0.bias' appears twice"),
+    "key_twice": (raw_header(f'{{"layers.0.weight": {json.dumps(W)}, "layers.0.bias": {json.dumps(B)}, '
+                             f'"layers.0.bias": {json.dumps(B)}}}'.encode()), r"'layers.0.bias' appears twice"),
     "extra_field": (raw_header(json.dumps({"layers.0.weight": {**W, "order": "F"}, "layers.0.bias": B}).encode()),
                     r"'layers.0.weight' must have exactly dtype, shape, data_offsets"),
     "complex_dtype": (raw_header(json.dumps({"layers.0.weight": {**W, "shape": [2, 3], "dtype": "C64"},
