@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import struct
 from typing import Any
@@ -104,6 +105,8 @@ def _header(f, bad) -> tuple[int, dict]:
 
     f.seek(0)
     (n,) = struct.unpack("<Q", f.read(8))
+    if n > os.fstat(f.fileno()).st_size - 8:  # safe_open checked this for the file at `path`: it was replaced
+        raise bad("the file changed while reading")
     try:
         header = json.loads(f.read(n).decode("utf-8"), object_pairs_hook=no_twice)
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:  # the file changed after safe_open
@@ -117,14 +120,19 @@ def _header(f, bad) -> tuple[int, dict]:
     return n, header
 
 
-def _raw(f, start: int, k: str, e: dict, bad) -> np.ndarray:
-    b, end = e["data_offsets"]
-    f.seek(start + b)
-    data = f.read(end - b)
-    if len(data) != end - b:
-        raise bad(f"entry {k!r} is truncated: {len(data)} of {end - b} bytes (the file changed while reading?)")
-    dt = _ST_DTYPES[e["dtype"]]
-    return np.frombuffer(data, dtype=dt.newbyteorder("<")).astype(dt, copy=True).reshape(e["shape"])
+def _raw(f, start: int, k: str, dtype: str, shape: tuple, offsets: Any, bad) -> np.ndarray:
+    """Tensor `k` read from `f` by its offsets (the dtypes the package's numpy reader cannot make)."""
+    dt = _ST_DTYPES[dtype]
+    nbytes = math.prod(shape) * dt.itemsize
+    # safe_open checked the offsets of the file at `path`; `f` is that file unless it was replaced meanwhile
+    if (not isinstance(offsets, list) or len(offsets) != 2 or not all(type(o) is int for o in offsets)
+            or not 0 <= offsets[0] <= offsets[1] or offsets[1] - offsets[0] != nbytes):
+        raise bad("the file changed while reading")
+    f.seek(start + offsets[0])
+    data = f.read(nbytes)
+    if len(data) != nbytes:
+        raise bad(f"entry {k!r} is truncated: {len(data)} of {nbytes} bytes (the file changed while reading?)")
+    return np.frombuffer(data, dtype=dt.newbyteorder("<")).astype(dt, copy=True).reshape(shape)
 
 
 def read_safetensors(path: str | os.PathLike, expected: Expected | None = None) -> dict[str, np.ndarray]:
@@ -143,17 +151,17 @@ def read_safetensors(path: str | os.PathLike, expected: Expected | None = None) 
             with safetensors.safe_open(path, framework="numpy", backend="pread") as st:
                 n, header = _header(f, bad)
                 names = st.offset_keys()
-                if set(names) != set(header) or any(
-                        st.get_slice(k).get_dtype() != header[k]["dtype"] or st.get_slice(k).get_shape() != header[k]["shape"]
-                        for k in names):
+                info = {k: (st.get_slice(k).get_dtype(), tuple(st.get_slice(k).get_shape())) for k in names}
+                if set(names) != set(header) or any((info[k][0], list(info[k][1])) != (header[k]["dtype"], header[k]["shape"])
+                                                     for k in names):
                     raise bad("the file changed while reading")
                 meta = st.metadata() or {}
                 keys = names if expected is None else expected.check_keys(names)
                 if expected is not None:
                     for k in expected.want:  # in the model's order, whatever the writer's layout
-                        expected.check_shape(k, tuple(header[k]["shape"]))
-                out = {k: _raw(f, 8 + n, k, header[k], bad) if header[k]["dtype"] in _RAW_DTYPES else st.get_tensor(k)
-                       for k in keys}
+                        expected.check_shape(k, info[k][1])
+                out = {k: _raw(f, 8 + n, k, *info[k], header[k]["data_offsets"], bad) if info[k][0] in _RAW_DTYPES
+                       else st.get_tensor(k) for k in keys}
         except safetensors.SafetensorError as e:
             raise bad(str(e)) from e
     if "fluxjax.sha256" in meta:
