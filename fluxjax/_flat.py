@@ -3,6 +3,8 @@
 Shared by the `.npz` (`_npz.py`) and `.safetensors` (`_safetensors.py`) readers and writers. `Expected`
 is what the model wants (keys, shapes), so a reader checks every header against it *before* reading
 or allocating an array: a hostile file can never make the process allocate more than the model holds.
+`export_flat` writes a model whose arrays are sharded across processes: each process gathers every
+array (`process_allgather`, a collective), process 0 writes, and all learn whether it did.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 
 import jax
 import numpy as np
+from jax.experimental import multihost_utils
 
 from .core.layer import is_array
 from .errors import DimensionMismatch
@@ -27,12 +30,19 @@ def key_name(path: tuple) -> str:
 
 
 def host(a: Any) -> np.ndarray:
-    """A host numpy copy of array `a` (a typed PRNG key becomes its `key_data`)."""
+    """A host numpy copy of array `a` (a typed PRNG key becomes its `key_data`). An array sharded across
+    processes is gathered from all of them: every process must call this for it, in the same order."""
     if is_typed_key(a):
         a = jax.random.key_data(a)
     if isinstance(a, jax.core.Tracer):
         raise TypeError("export: the model holds traced values; export outside jax transformations")
+    if _spans_processes(a):
+        return np.asarray(multihost_utils.process_allgather(a, tiled=True))
     return np.asarray(jax.device_get(a))
+
+
+def _spans_processes(a: Any) -> bool:
+    return isinstance(a, jax.Array) and not isinstance(a, jax.core.Tracer) and not a.is_fully_addressable
 
 
 def flat_state(model: Any) -> dict[str, np.ndarray]:
@@ -45,6 +55,27 @@ def flat_state(model: Any) -> dict[str, np.ndarray]:
             raise ValueError(f"two arrays of the model map to the same key {k!r}")
         out[k] = host(a)
     return out
+
+
+def export_flat(path: str | os.PathLike, model: Any, fn: str, write: Callable[[dict[str, np.ndarray]], None]) -> None:
+    """`write(flat_state(model))`. When some array of `model` is sharded across processes (not fully
+    addressable), every process must call this: each gathers the arrays, only process 0 writes, and every
+    process returns once it has, or raises when it failed (process 0 its own error)."""
+    if not any(_spans_processes(a) for _, a in array_paths(model)):
+        write(flat_state(model))
+        return
+    flat = flat_state(model)
+    error = None
+    if jax.process_index() == 0:
+        try:
+            write(flat)
+        except Exception as e:  # raised below, once the other processes know
+            error = e
+    ok = int(multihost_utils.broadcast_one_to_all(np.int32(error is None)))
+    if error is not None:
+        raise error
+    if not ok:
+        raise RuntimeError(f"{fn}: process 0 failed to write {os.fspath(path)!r} (its error is raised there)")
 
 
 def atomic_write(path: str, write: Callable[[Any], None]) -> None:
@@ -136,4 +167,4 @@ def _substitute(tree: Any, flat: dict[str, Any]) -> Any:
     return done[0]
 
 
-__all__ = ["Expected", "atomic_write", "flat_state", "host", "key_name", "shape_of"]
+__all__ = ["Expected", "atomic_write", "export_flat", "flat_state", "host", "key_name", "shape_of"]

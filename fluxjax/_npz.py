@@ -21,7 +21,7 @@ import ml_dtypes
 import numpy as np
 from numpy.lib import format as npy
 
-from ._flat import Expected, atomic_write, flat_state
+from ._flat import Expected, atomic_write, export_flat
 from .errors import DimensionMismatch
 from .loading import CheckpointError, StructureMismatch
 
@@ -107,6 +107,7 @@ def export_npz(path: str | os.PathLike, model: Any) -> None:
     under keys like `layers.0.weight`, in Flux's orientation: `NPZ.jl`'s `npzread(path)["layers.0.weight"]`
     is the `(out, in)` matrix Flux's `m[1].weight` holds. bfloat16 arrays are refused (npy cannot describe
     them; use `export_safetensors`). A full disk raises `OSError` (`ENOSPC`) and leaves any old file as it was.
+    A model sharded across processes is gathered and written by process 0, as `export_safetensors`.
 
     ```python
     >>> import os, tempfile
@@ -117,11 +118,14 @@ def export_npz(path: str | os.PathLike, model: Any) -> None:
 
     ```
     """
-    flat = flat_state(model)
-    for k, a in flat.items():
-        if a.dtype == ml_dtypes.bfloat16 or a.dtype.kind == "V":
-            raise TypeError(f"export_npz: {k} has dtype {a.dtype}, which .npy cannot describe; use export_safetensors")
-    atomic_write(os.fspath(path), lambda f: np.savez(f, **flat))
+
+    def write(flat: dict[str, np.ndarray]) -> None:
+        for k, a in flat.items():
+            if a.dtype == ml_dtypes.bfloat16 or a.dtype.kind == "V":
+                raise TypeError(f"export_npz: {k} has dtype {a.dtype}, which .npy cannot describe; use export_safetensors")
+        atomic_write(os.fspath(path), lambda f: np.savez(f, **flat))
+
+    export_flat(path, model, "export_npz", write)
 
 
 def import_npz_(model: Any, path: str | os.PathLike) -> Any:

@@ -14,10 +14,19 @@ dimensions "such that the tensor has the same shape as in python". So a Julia us
 other way, NPZ.jl writes `fortran_order: True` with the Julia shape, which numpy (and so `import_npz_`)
 reads as the same shape. Nothing is transposed by hand anywhere.
 
-The safetensors format is written and read here with numpy alone: an 8-byte little-endian header
-length, a JSON header `{name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {...}}`
-(padded with spaces to 8 bytes), then the raw little-endian bytes. fluxjax adds the sha256 of every
-tensor to `__metadata__` and checks it on import, so damaged files raise instead of loading wrong numbers.
+The format is written and read by the `safetensors` package. `safetensors.numpy.save` lays the file out
+(tensors ordered by alignment, then name). `safe_open` parses the header lazily and checks it before any
+tensor is read: its length against the file, the JSON, known dtypes, non-negative integer shapes, each
+shape's byte count (overflow-checked) against its `data_offsets`, and offsets that cover the data
+exactly (no holes, overlaps or trailing bytes). fluxjax then checks what the package does not: no key
+twice in the header (two readers could pick different ones), each entry exactly `dtype`, `shape`,
+`data_offsets`, only the dtypes of `_ST_DTYPES`, and, importing into a model, its keys and shapes. Only
+then are tensors read, one at a time with `pread` (a file truncated meanwhile raises, never SIGBUS).
+fluxjax adds the sha256 of every tensor to `__metadata__` (`"fluxjax.sha256"`) and checks it on import,
+so damaged files raise instead of loading wrong numbers. The package's errors become `CheckpointError`s
+naming the file.
+
+A model sharded across processes (`jax.distributed`) is gathered and written by process 0 (`_flat.py`).
 """
 
 from __future__ import annotations
@@ -31,8 +40,10 @@ from typing import Any
 
 import ml_dtypes
 import numpy as np
+import safetensors
+import safetensors.numpy
 
-from ._flat import Expected, atomic_write, flat_state, host
+from ._flat import Expected, atomic_write, export_flat, host
 from .loading import CheckpointError
 
 _ST_DTYPES: dict[str, np.dtype] = {
@@ -44,7 +55,9 @@ _ST_DTYPES: dict[str, np.dtype] = {
     "BOOL": np.dtype(np.bool_),
 }
 _ST_NAMES = {v: k for k, v in _ST_DTYPES.items()}
-_MAX_HEADER = 100 * 2**20
+# the package's numpy reader looks these up as attributes of numpy, which has none: read from the offsets
+_RAW_DTYPES = {"F8_E4M3", "F8_E5M2"}
+_FIELDS = {"dtype", "shape", "data_offsets"}
 
 
 def _digest(a: np.ndarray) -> str:
@@ -56,76 +69,76 @@ def _digest(a: np.ndarray) -> str:
 
 
 def write_safetensors(path: str | os.PathLike, tensors: dict[str, Any], metadata: dict[str, str] | None = None) -> None:
-    """Write `tensors` (name -> array) as a `.safetensors` file, atomically. `metadata` (str -> str) goes
-    into `__metadata__`, with the sha256 of every tensor added under `"fluxjax.sha256"`."""
-    header: dict[str, Any] = {}
-    arrays = []
-    off = 0
+    """Write `tensors` (name -> array) as a `.safetensors` file, atomically (with `safetensors.numpy.save`).
+    `metadata` (str -> str) goes into `__metadata__`, with the sha256 of every tensor added under
+    `"fluxjax.sha256"`. A full disk raises `OSError` (`ENOSPC`) and leaves any old file as it was."""
+    if metadata is not None and not all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
+        raise TypeError("write_safetensors: metadata must map str to str")
+    arrays: dict[str, np.ndarray] = {}
     sums = {}
     for k, a in tensors.items():
         a = np.ascontiguousarray(host(a))
         dt = a.dtype.newbyteorder("=") if a.dtype.byteorder not in "=|" else a.dtype
         if dt not in _ST_NAMES:
             raise TypeError(f"write_safetensors: {k}: dtype {a.dtype} has no safetensors equivalent")
-        a = a.astype(dt.newbyteorder("<"), copy=False)
-        header[k] = {"dtype": _ST_NAMES[dt], "shape": list(a.shape), "data_offsets": [off, off + a.nbytes]}
-        off += a.nbytes
-        arrays.append(a)
+        arrays[k] = a = a.astype(dt.newbyteorder("<"), copy=False)
         sums[k] = _digest(a)
     meta = {"producer": "fluxjax", **(metadata or {}), "fluxjax.sha256": json.dumps(sums)}
-    header = {"__metadata__": meta, **header}
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)
-
-    def write(f):
-        f.write(struct.pack("<Q", len(text)))
-        f.write(text)
-        for a in arrays:
-            f.write(a.tobytes())
-
-    atomic_write(os.fspath(path), write)
+    data = safetensors.numpy.save(arrays, metadata=meta)
+    atomic_write(os.fspath(path), lambda f: f.write(data))
 
 
 def _bad(path: str, fn: str):
     return lambda msg: CheckpointError(f"{fn}: {path!r} is not a valid safetensors file: {msg}")
 
 
-def _entries(header: dict, data_len: int, bad) -> dict[str, tuple[np.dtype, tuple, int, int]]:
-    """Validate every entry of a parsed header against itself and the data size; nothing is allocated."""
-    out = {}
+def _header(f, bad) -> tuple[int, dict]:
+    """The header `safe_open` accepted, parsed again from `f` with the checks it does not make."""
+
+    def no_twice(pairs):
+        d: dict = {}
+        for k, v in pairs:
+            if k in d:
+                raise bad(f"key {k!r} appears twice in the header")
+            d[k] = v
+        return d
+
+    f.seek(0)
+    (n,) = struct.unpack("<Q", f.read(8))
+    if n > os.fstat(f.fileno()).st_size - 8:  # safe_open checked this for the file at `path`: it was replaced
+        raise bad("the file changed while reading")
+    try:
+        header = json.loads(f.read(n).decode("utf-8"), object_pairs_hook=no_twice)
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:  # the file changed after safe_open
+        raise bad(f"header is not JSON ({type(e).__name__}: {e})") from None
+    header.pop("__metadata__", None)
     for k, e in header.items():
-        if not isinstance(e, dict) or set(e) != {"dtype", "shape", "data_offsets"}:
+        if not isinstance(e, dict) or set(e) != _FIELDS:
             raise bad(f"entry {k!r} must have exactly dtype, shape, data_offsets")
-        dt, shape, offs = _ST_DTYPES.get(e["dtype"]) if isinstance(e["dtype"], str) else None, e["shape"], e["data_offsets"]
-        if dt is None:
-            raise bad(f"entry {k!r} has unknown dtype {e['dtype']!r}")
-        if not isinstance(shape, list) or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in shape):
-            raise bad(f"entry {k!r} has an invalid shape {shape!r}")
-        if (not isinstance(offs, list) or len(offs) != 2
-                or not all(isinstance(o, int) and not isinstance(o, bool) for o in offs) or not 0 <= offs[0] <= offs[1]):
-            raise bad(f"entry {k!r} has invalid data_offsets {offs!r}")
-        nbytes = math.prod(shape) * dt.itemsize  # Python ints: a product past int64 cannot wrap around
-        if nbytes >= 2**63:
-            raise bad(f"entry {k!r}: shape {shape} of {e['dtype']} is {nbytes} bytes, past what int64 can count")
-        if offs[1] - offs[0] != nbytes:
-            raise bad(f"entry {k!r}: data_offsets {offs} span {offs[1] - offs[0]} bytes, but dtype {e['dtype']} and "
-                      f"shape {shape} need {nbytes}")
-        if offs[1] > data_len:
-            raise bad(f"entry {k!r}: data_offsets {offs} run past the end of the data ({data_len} bytes; truncated?)")
-        out[k] = (dt, tuple(shape), offs[0], offs[1])
-    pos = 0
-    for b, e, k in sorted((b, e, k) for k, (_, _, b, e) in out.items()):
-        if b != pos:
-            raise bad(f"entry {k!r} starts at {b}, expected {pos} (holes or overlapping tensors)")
-        pos = e
-    if pos != data_len:
-        raise bad(f"{data_len - pos} bytes after the last tensor")
-    return out
+        if not isinstance(e["dtype"], str) or e["dtype"] not in _ST_DTYPES:
+            raise bad(f"entry {k!r} has dtype {e['dtype']!r}, which fluxjax does not read (one of {sorted(_ST_DTYPES)})")
+    return n, header
+
+
+def _raw(f, start: int, k: str, dtype: str, shape: tuple, offsets: Any, bad) -> np.ndarray:
+    """Tensor `k` read from `f` by its offsets (the dtypes the package's numpy reader cannot make)."""
+    dt = _ST_DTYPES[dtype]
+    nbytes = math.prod(shape) * dt.itemsize
+    # safe_open checked the offsets of the file at `path`; `f` is that file unless it was replaced meanwhile
+    if (not isinstance(offsets, list) or len(offsets) != 2 or not all(type(o) is int for o in offsets)
+            or not 0 <= offsets[0] <= offsets[1] or offsets[1] - offsets[0] != nbytes):
+        raise bad("the file changed while reading")
+    f.seek(start + offsets[0])
+    data = f.read(nbytes)
+    if len(data) != nbytes:
+        raise bad(f"entry {k!r} is truncated: {len(data)} of {nbytes} bytes (the file changed while reading?)")
+    return np.frombuffer(data, dtype=dt.newbyteorder("<")).astype(dt, copy=True).reshape(shape)
 
 
 def read_safetensors(path: str | os.PathLike, expected: Expected | None = None) -> dict[str, np.ndarray]:
-    """Read a `.safetensors` file into `{name: numpy array}`. The file is untrusted input: the header (length,
-    JSON, dtypes, shapes, offsets covering the data exactly, and with `expected`, the model's keys and
+    """Read a `.safetensors` file into `{name: numpy array}`. The file is untrusted input: the header (by
+    `safetensors.safe_open`: length, JSON, dtypes, shapes, offsets covering the data exactly; then by
+    fluxjax: no key twice, exact entries, dtypes fluxjax reads, and with `expected`, the model's keys and
     shapes) is validated before any tensor is read, then fluxjax's checksums when present.
 
     Raises `FileNotFoundError` for a missing file and `CheckpointError` (a `ValueError`) naming the file for
@@ -134,38 +147,27 @@ def read_safetensors(path: str | os.PathLike, expected: Expected | None = None) 
     fn = expected.fn if expected is not None else "read_safetensors"
     bad = _bad(path, fn)
     with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        if size < 8:
-            raise bad(f"only {size} bytes")
-        (n,) = struct.unpack("<Q", f.read(8))
-        if n > size - 8 or n > _MAX_HEADER:
-            raise bad(f"header length {n} exceeds the file size {size}")
         try:
-            header = json.loads(f.read(n).decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
-            raise bad(f"header is not JSON ({type(e).__name__}: {e})") from None
-        if not isinstance(header, dict):
-            raise bad("header is not a JSON object")
-        meta = header.pop("__metadata__", None)
-        if meta is not None and (not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values())):
-            raise bad("__metadata__ must map strings to strings")
-        entries = _entries(header, size - 8 - n, bad)
-        keys = list(entries) if expected is None else expected.check_keys(list(entries))
-        if expected is not None:
-            for k in keys:
-                expected.check_shape(k, entries[k][1])
-        out: dict[str, np.ndarray] = {}
-        for k in keys:
-            dt, shape, b, e = entries[k]
-            f.seek(8 + n + b)
-            raw = f.read(e - b)
-            if len(raw) != e - b:
-                raise bad(f"entry {k!r} is truncated: {len(raw)} of {e - b} bytes (the file changed while reading?)")
-            out[k] = np.frombuffer(raw, dtype=dt.newbyteorder("<")).astype(dt, copy=True).reshape(shape)
-    if meta and "fluxjax.sha256" in meta:
+            with safetensors.safe_open(path, framework="numpy", backend="pread") as st:
+                n, header = _header(f, bad)
+                names = st.offset_keys()
+                info = {k: (st.get_slice(k).get_dtype(), tuple(st.get_slice(k).get_shape())) for k in names}
+                if set(names) != set(header) or any((info[k][0], list(info[k][1])) != (header[k]["dtype"], header[k]["shape"])
+                                                     for k in names):
+                    raise bad("the file changed while reading")
+                meta = st.metadata() or {}
+                keys = names if expected is None else expected.check_keys(names)
+                if expected is not None:
+                    for k in expected.want:  # in the model's order, whatever the writer's layout
+                        expected.check_shape(k, info[k][1])
+                out = {k: _raw(f, 8 + n, k, *info[k], header[k]["data_offsets"], bad) if info[k][0] in _RAW_DTYPES
+                       else st.get_tensor(k) for k in keys}
+        except safetensors.SafetensorError as e:
+            raise bad(str(e)) from e
+    if "fluxjax.sha256" in meta:
         try:
             sums = json.loads(meta["fluxjax.sha256"])
-            ok = isinstance(sums, dict) and set(sums) == set(entries) and all(_digest(out[k]) == sums[k] for k in out)
+            ok = isinstance(sums, dict) and set(sums) == set(names) and all(_digest(out[k]) == sums[k] for k in out)
         except (json.JSONDecodeError, RecursionError):
             ok = False
         if not ok:
@@ -181,6 +183,8 @@ def export_safetensors(path: str | os.PathLike, model: Any, metadata: dict[str, 
     """Write every array of `model` (parameters and state) to a `.safetensors` file, atomically, under keys
     like `layers.0.weight`, in Flux's orientation: SafeTensors.jl's `load_safetensors(path)["layers.0.weight"]`
     is the `(out, in)` matrix Flux's `m[1].weight` holds. `metadata` (str -> str) is stored in the header.
+    A model sharded across processes is gathered, and process 0 writes the file: every process must call
+    this, and all return once the file is written (or all raise).
 
     ```python
     >>> import os, tempfile
@@ -191,12 +195,13 @@ def export_safetensors(path: str | os.PathLike, model: Any, metadata: dict[str, 
 
     ```
     """
-    write_safetensors(path, flat_state(model), metadata)
+    export_flat(path, model, "export_safetensors", lambda flat: write_safetensors(path, flat, metadata))
 
 
 def import_safetensors_(model: Any, path: str | os.PathLike) -> Any:
-    """Load a `.safetensors` file (from `export_safetensors`, or any writer using the same keys and Flux's
-    shapes) into `model`, in place. Same validation and errors as `import_npz_`; returns `model`.
+    """Load a `.safetensors` file (from `export_safetensors`, `safetensors.numpy.save_file`, or any writer
+    using the same keys and Flux's shapes) into `model`, in place. Same validation and errors as
+    `import_npz_`; returns `model`.
 
     ```python
     >>> import os, tempfile

@@ -5,6 +5,11 @@
 - `mp PID PORT DIR save|load`: one of two jax.distributed processes on loopback (1 CPU device each) with a
   weight sharded across both: `save` writes it (each process its own shard), `load` restores it into a
   fresh model with the same sharding and reports its local shard beside the expected numbers.
+- `export DIR` (tests/test_safetensors_interop.py): 4 devices; export a model whose weight is sharded
+  over them to DIR/m.safetensors and DIR/m.npz, report the numbers it holds.
+- `mpexport PID PORT DIR`: one of two jax.distributed processes with a weight sharded across both;
+  export it (gathered, written by process 0), count the renames onto the files, then export into a
+  missing directory and report what each process raised.
 - `prune DIR`: saves steps 0 and 1 with keep=1, and stops forever inside the prune of step 0 (after
   printing "pruning"), holding the directory's save lock, to be killed with SIGKILL.
 """
@@ -18,7 +23,7 @@ import time
 
 MODE = sys.argv[1] if __name__ == "__main__" else None  # None when pytest imports the file to collect it
 if MODE is not None:  # before jax is imported
-    os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=" + ("4" if MODE == "sharded" else "1")
+    os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=" + ("4" if MODE in ("sharded", "export") else "1")
     os.environ["JAX_PLATFORMS"] = "cpu"
 
 import jax  # noqa: E402
@@ -70,6 +75,43 @@ def multi(pid, port, d, phase):
                       "files": sorted(os.listdir(os.path.join(d, "7", "arrays"))) if phase == "load" else []}))
 
 
+def export(d):
+    mesh = Mesh(np.array(jax.devices()), ("x",))
+    m = model(1)
+    expected = {k: a.tolist() for k, a in fluxjax.serialize.flat_state(m).items()}
+    m[0].weight = jax.device_put(m[0].weight, NamedSharding(mesh, P("x", None)))
+    fluxjax.export_safetensors(os.path.join(d, "m.safetensors"), m)
+    fluxjax.export_npz(os.path.join(d, "m.npz"), m)
+    w = m[0].weight
+    print(json.dumps({"devices": jax.device_count(), "fully_addressable": w.is_fully_addressable,
+                      "shards": len(w.addressable_shards), "expected": expected}))
+
+
+def mpexport(pid, port, d):
+    jax.distributed.initialize(f"127.0.0.1:{port}", num_processes=2, process_id=pid, initialization_timeout=60)
+    mesh = Mesh(np.array(jax.devices()), ("x",))
+    m = model(1)  # every process builds the same numbers from the seed
+    expected = {k: a.tolist() for k, a in fluxjax.serialize.flat_state(m).items()}
+    full = np.asarray(m[0].weight)
+    m[0].weight = jax.make_array_from_callback(full.shape, NamedSharding(mesh, P("x", None)), lambda idx: full[idx])
+    files = [os.path.join(d, "m.safetensors"), os.path.join(d, "m.npz")]
+    replaced = []
+    real = os.replace
+    os.replace = lambda src, dst: (replaced.append(dst), real(src, dst))[1]
+    fluxjax.export_safetensors(files[0], m)
+    fluxjax.export_npz(files[1], m)
+    os.replace = real
+    exists = [os.path.exists(f) for f in files]
+    try:
+        fluxjax.export_safetensors(os.path.join(d, "missing", "m.safetensors"), m)
+        failed = ""
+    except Exception as e:
+        failed = f"{type(e).__name__}: {e}"
+    print(json.dumps({"pid": pid, "processes": jax.process_count(), "fully_addressable": m[0].weight.is_fully_addressable,
+                      "replaced": sum(r in files for r in replaced), "exists_on_return": exists, "failed": failed,
+                      "expected": expected}))
+
+
 def prune(d):
     import shutil
 
@@ -89,5 +131,9 @@ if __name__ == "__main__":
         sharded(sys.argv[2])
     elif MODE == "mp":
         multi(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5])
+    elif MODE == "export":
+        export(sys.argv[2])
+    elif MODE == "mpexport":
+        mpexport(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
     else:
         prune(sys.argv[2])

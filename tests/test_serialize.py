@@ -500,16 +500,19 @@ def test_safetensors_layout_keys_and_orientation(tmp_path):
     header = json.loads(raw[8:8 + n])
     assert header["__metadata__"]["note"] == "hi" and header["__metadata__"]["producer"] == "fluxjax"
     keys = [k for k in header if k != "__metadata__"]
-    assert keys == ["layers.0.weight", "layers.0.bias", "layers.1.beta", "layers.1.gamma", "layers.1.mu",
+    # the safetensors package lays tensors out by alignment, then name: the header lists them in that order
+    assert keys == ["layers.0.bias", "layers.0.weight", "layers.1.beta", "layers.1.gamma", "layers.1.mu",
                     "layers.1.sigma2", "layers.2.rng"]
     e = header["layers.0.weight"]
-    assert e == {"dtype": "F32", "shape": [3, 2], "data_offsets": [0, 24]}
+    assert e == {"dtype": "F32", "shape": [3, 2], "data_offsets": [12, 36]}
     assert header["layers.2.rng"]["dtype"] == "U32" and header["layers.2.rng"]["shape"] == [2]
     data = raw[8 + n:]
+    w = data[12:36]
     # row-major bytes: W[0, 0], W[0, 1], W[1, 0], ... = 1, 4, 2, 5, 3, 6
-    assert np.frombuffer(data[0:24], np.float32).tolist() == [1, 4, 2, 5, 3, 6]
+    assert np.frombuffer(w, np.float32).tolist() == [1, 4, 2, 5, 3, 6]
+    assert np.frombuffer(data[0:12], np.float32).tolist() == [7, 8, 9]
     # and a Julia reader (SafeTensors.jl) sees the (out, in) = (3, 2) matrix Flux's m[1].weight holds
-    assert np.array_equal(_julia_view(data[0:24], np.float32, (3, 2)), np.asarray(W))
+    assert np.array_equal(_julia_view(w, np.float32, (3, 2)), np.asarray(W))
     assert read_safetensors(p)["layers.0.weight"].tolist() == np.asarray(W).tolist()
 
     fresh = Chain(Dense(2, 3), BatchNorm(3), Dropout(0.1))
@@ -578,7 +581,9 @@ def test_import_errors_name_file_and_key(tmp_path, untouched):
             imp(wrong, tmp_path / f)
         with pytest.raises(StructureMismatch, match=rf"{f}.*missing from the file: \['layers.2.weight', 'layers.2.bias'\]"):
             imp(Chain(Dense(2, 3), Dense(3, 1), Dense(1, 1)), tmp_path / f)
-        with pytest.raises(StructureMismatch, match=rf"{f}.*not in the model: \['layers.1.weight', 'layers.1.bias'\]"):
+        # (a .safetensors file lists its tensors in the package's layout order: bias before weight)
+        extra = "'layers.1.bias', 'layers.1.weight'" if f.endswith("safetensors") else "'layers.1.weight', 'layers.1.bias'"
+        with pytest.raises(StructureMismatch, match=rf"{f}.*not in the model: \[{extra}\]"):
             imp(Chain(Dense(2, 3)), tmp_path / f)
         with pytest.raises(FileNotFoundError):
             imp(wrong, tmp_path / ("missing" + f))

@@ -176,7 +176,7 @@ def test_npz_headers(files, e):
 
 ST_EDIT = st.fixed_dictionaries({
     "key": st.sampled_from(KEYS),
-    "field": st.sampled_from(["shape", "dtype", "data_offsets", "length", "flip"]),
+    "field": st.sampled_from(["shape", "dtype", "data_offsets", "length", "flip", "extra", "twice"]),
     "shape": SHAPE,
     "dtype": st.sampled_from(["F32", "F64", "I32", "U8", "BF16", "BOOL", "F8_E4M3", "X", 3]),
     "offsets": st.lists(DIMS, min_size=1, max_size=3),
@@ -195,8 +195,14 @@ def edit_safetensors(data: bytes, e) -> bytes:
         out[int(e["where"] * (8 + n - 1))] ^= e["mask"]
         return bytes(out)
     entry = header[e["key"]]
-    entry[e["field"]] = {"shape": e["shape"], "dtype": e["dtype"], "data_offsets": e["offsets"]}[e["field"]]
+    if e["field"] == "extra":  # a field the format does not have
+        entry["order"] = e["dtype"]
+    elif e["field"] != "twice":
+        entry[e["field"]] = {"shape": e["shape"], "dtype": e["dtype"], "data_offsets": e["offsets"]}[e["field"]]
     text = json.dumps(header).encode()
+    if e["field"] == "twice":  # the key again, last, with other offsets: readers taking either copy would differ
+        other = {**entry, "data_offsets": [o % 64 for o in (e["offsets"] * 2)[:2]]}
+        text = text[:-1] + f", {json.dumps(e['key'])}: {json.dumps(other)}}}".encode()
     return struct.pack("<Q", len(text)) + text + body
 
 
@@ -207,6 +213,10 @@ def edit_safetensors(data: bytes, e) -> bytes:
 @example(e={"key": "layers.0.weight", "field": "shape", "shape": [3, 4], "dtype": "F32", "offsets": [0],
             "where": 0.0, "mask": 1})
 @example(e={"key": "layers.0.weight", "field": "dtype", "dtype": "I32", "shape": [], "offsets": [0], "where": 0.0,
+            "mask": 1})
+@example(e={"key": "layers.0.bias", "field": "twice", "shape": [], "dtype": "F32", "offsets": [0], "where": 0.0,
+            "mask": 1})
+@example(e={"key": "layers.0.bias", "field": "extra", "shape": [], "dtype": "F32", "offsets": [0], "where": 0.0,
             "mask": 1})
 def test_safetensors_headers(files, e):
     p = os.path.join(files["dir"], "fuzz.safetensors")

@@ -194,26 +194,116 @@ def test_safetensors_shape_product_overflowing_int64(tmp_path):
     p = tmp_path / "wrap.safetensors"
     safetensors_file(p, {"layers.0.weight": {"dtype": "F32", "shape": [2**32, 2**32], "data_offsets": [0, 0]},
                          "layers.0.bias": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}}, bytes(16))
-    refused(fluxjax.import_safetensors_, p, r"wrap\.safetensors.*'layers\.0\.weight'.*past what int64 can count")
+    refused(fluxjax.import_safetensors_, p, r"wrap\.safetensors.*overflow computing buffer size")
 
 
 def test_safetensors_size_mismatch_and_huge_claims(tmp_path):
     p = tmp_path / "size.safetensors"
     safetensors_file(p, {"layers.0.weight": {"dtype": "F32", "shape": [4, 3], "data_offsets": [0, 40]},
                          "layers.0.bias": {"dtype": "F32", "shape": [4], "data_offsets": [40, 56]}}, bytes(56))
-    refused(fluxjax.import_safetensors_, p, r"size\.safetensors.*span 40 bytes.*need 48")
+    refused(fluxjax.import_safetensors_, p, r"size\.safetensors.*invalid shape, data type, or offset")
     q = tmp_path / "huge.safetensors"
     safetensors_file(q, {"layers.0.weight": {"dtype": "F64", "shape": [2**40], "data_offsets": [0, 2**43]},
                          "layers.0.bias": {"dtype": "F32", "shape": [4], "data_offsets": [2**43, 2**43 + 16]}}, bytes(16))
     tracemalloc.start()
     try:
-        refused(fluxjax.import_safetensors_, q, r"huge\.safetensors.*run past the end of the data")
+        refused(fluxjax.import_safetensors_, q, r"huge\.safetensors.*not fully covered")
         assert tracemalloc.get_traced_memory()[1] < 4 * 2**20
     finally:
         tracemalloc.stop()
     r = tmp_path / "len.safetensors"
     r.write_bytes(struct.pack("<Q", 2**62) + b"{}")
-    refused(fluxjax.import_safetensors_, r, r"len\.safetensors.*header length")
+    refused(fluxjax.import_safetensors_, r, r"len\.safetensors.*header too large")
+
+
+W = {"dtype": "F32", "shape": [4, 3], "data_offsets": [0, 48]}
+B = {"dtype": "F32", "shape": [4], "data_offsets": [48, 64]}
+
+
+def raw_header(text: bytes, data: bytes = bytes(64)) -> bytes:
+    return struct.pack("<Q", len(text)) + text + data
+
+
+HOSTILE_SAFETENSORS = {
+    # what the safetensors package refuses while parsing the header
+    "bad_json": (raw_header(b'{"layers.0.weight": '), r"invalid JSON in header"),
+    "not_utf8": (raw_header(b'{"layers.0.weight": \xff}'), r"invalid UTF-8"),
+    "not_an_object": (raw_header(b"[1, 2]"), r"invalid JSON in header"),
+    "too_short": (b"\x01\x00", r"header too small"),
+    "length_past_the_file": (struct.pack("<Q", 1000) + b"{}", r"invalid header length"),
+    "unknown_dtype": (raw_header(json.dumps({"layers.0.weight": {**W, "dtype": "F33"}, "layers.0.bias": B}).encode()),
+                      r"unknown variant `F33`"),
+    "negative_dim": (raw_header(json.dumps({"layers.0.weight": {**W, "shape": [-4, -3]}, "layers.0.bias": B}).encode()),
+                     r"invalid value: integer `-4`"),
+    "truncated_data": (raw_header(json.dumps({"layers.0.weight": W, "layers.0.bias": B}).encode(), bytes(60)),
+                       r"not fully covered"),
+    "trailing_bytes": (raw_header(json.dumps({"layers.0.weight": W, "layers.0.bias": B}).encode(), bytes(72)),
+                       r"not fully covered"),
+    "overlap": (raw_header(json.dumps({"layers.0.weight": W, "layers.0.bias": {**B, "data_offsets": [32, 48]}}).encode(),
+                           bytes(48)), r"invalid offset for tensor"),
+    "metadata_not_str": (raw_header(json.dumps({"__metadata__": {"a": 1}, "layers.0.weight": W, "layers.0.bias": B}).encode()),
+                         r"expected a string"),
+    # what fluxjax refuses after the package accepted the header
+    "key_twice": (raw_header(f'{{"layers.0.weight": {json.dumps(W)}, "layers.0.bias": {json.dumps(B)}, '
+                             f'"layers.0.bias": {json.dumps(B)}}}'.encode()), r"'layers.0.bias' appears twice"),
+    "extra_field": (raw_header(json.dumps({"layers.0.weight": {**W, "order": "F"}, "layers.0.bias": B}).encode()),
+                    r"'layers.0.weight' must have exactly dtype, shape, data_offsets"),
+    "complex_dtype": (raw_header(json.dumps({"layers.0.weight": {**W, "shape": [2, 3], "dtype": "C64"},
+                                             "layers.0.bias": B}).encode()), r"dtype 'C64', which fluxjax does not read"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE_SAFETENSORS))
+def test_hostile_safetensors_headers(tmp_path, case):
+    data, match = HOSTILE_SAFETENSORS[case]
+    p = tmp_path / f"{case}.safetensors"
+    p.write_bytes(data)
+    refused(fluxjax.import_safetensors_, p, rf"{case}\.safetensors.*is not a valid safetensors file: .*{match}")
+    with pytest.raises(CheckpointError, match=match):
+        fluxjax.serialize.read_safetensors(p)
+
+
+def test_safetensors_flipped_data_byte_fails_the_checksum(tmp_path):
+    p = tmp_path / "flip.safetensors"
+    fluxjax.export_safetensors(p, Chain(Dense(3, 4)))
+    raw = bytearray(p.read_bytes())
+    raw[-1] ^= 1  # the package cannot see this: the header is intact
+    p.write_bytes(bytes(raw))
+    refused(fluxjax.import_safetensors_, p, r"flip\.safetensors.*checksum mismatch")
+
+
+def test_safetensors_file_truncated_after_its_header_was_checked(tmp_path, monkeypatch):
+    """The file shrinks between the header check and the tensor reads: an error, not a crash or garbage."""
+    import safetensors
+
+    p = tmp_path / "shrunk.safetensors"
+    fluxjax.export_safetensors(p, Chain(Dense(3, 4)))
+    real = safetensors.safe_open
+
+    def shrinking(path, *a, **k):
+        handle = real(path, *a, **k)
+        os.truncate(path, os.path.getsize(path) - 8)
+        return handle
+
+    monkeypatch.setattr(safetensors, "safe_open", shrinking)
+    refused(fluxjax.import_safetensors_, p, r"shrunk\.safetensors.*Could not read tensor .* failed to fill whole buffer")
+
+
+def test_safetensors_file_replaced_while_opening(tmp_path, monkeypatch):
+    """Another file is renamed over the path between fluxjax's open and the package's: the two headers differ."""
+    import safetensors
+
+    p, q = tmp_path / "swapped.safetensors", tmp_path / "other.safetensors"
+    fluxjax.export_safetensors(p, Chain(Dense(3, 4)))
+    fluxjax.export_safetensors(q, Chain(Dense(3, 5)))
+    real = safetensors.safe_open
+
+    def swapping(path, *a, **k):
+        os.replace(q, path)
+        return real(path, *a, **k)
+
+    monkeypatch.setattr(safetensors, "safe_open", swapping)
+    refused(fluxjax.import_safetensors_, p, r"swapped\.safetensors.*the file changed while reading")
 
 
 def test_safetensors_model_shape_checked_before_reading(tmp_path):
