@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import types
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -352,6 +353,82 @@ def walk(root: list, paths: bool = False, functions: bool = False, read_arrays: 
             ps.pop()
     w.signature = tuple(sig)
     return w
+
+
+def copy_layer(obj: Any) -> tuple[Any, dict]:
+    """`rebuild`'s default for a layer: a new object of its class (no `__init__` run) and the dict its
+    fields go into."""
+    new = object.__new__(type(obj))
+    return new, new.__dict__
+
+
+def rebuild(root: list, values: Sequence[Any], layer: Callable[[Any], tuple[Any, dict]] = copy_layer,
+            static: Callable[[Any], Any] | None = None, prune: bool = False) -> list:
+    """`root` rebuilt with the i-th leaf of `walk(root)` replaced by `values[i]`, visiting exactly what
+    the walk visits, in its order. Lists, dicts and tuples are new; a dict keeps its insertion order (the
+    walk reads its values in key order), a namedtuple stays one; a layer reached twice (a tie) gives one
+    new object. `layer(obj)` makes a layer's new object and returns it with the dict its fields go into
+    (default `copy_layer`: a copy; `Tangent`s for a gradient). What the walk keeps static (a layer's
+    configuration, strings, functions, optimisation rules) is `static(v)` (default: `v` itself).
+    `prune=True` (gradients) gives `None` for a layer, list, dict or tuple whose entries are all `None`.
+
+    ```python
+    >>> d = Dense(jnp.ones((1, 2)))
+    >>> w = walk([[d, d]])
+    >>> [new] = rebuild([[d, d]], [2 * x for x in w.leaves])
+    >>> new[0] is new[1], new[0].weight
+    (True, Array([[2., 2.]], dtype=float32))
+
+    ```
+    """
+    keep = (lambda v: v) if static is None else static
+    memo: dict[int, Any] = {}
+    pos = 0
+
+    def build(v, numbers):
+        nonlocal pos
+        t = type(v)
+        if t in LAYER_TYPES:
+            oid = id(v)
+            if oid in memo:
+                return memo[oid]
+            new, fields = layer(v)
+            memo[oid] = new
+            for name, e in v.__dict__.items():
+                fields[name] = build(e, False) if is_visited(e) else keep(e)
+            if prune and all(g is None for g in fields.values()):
+                memo[oid] = new = None
+            return new
+        if isinstance(v, jax.Array) or (t is np.ndarray and v.dtype.kind not in "OUSV") or (
+                numbers and isinstance(v, NUMBER_TYPES)):
+            pos += 1
+            return values[pos - 1]
+        if v is None:
+            return None
+        if t is list:
+            items = [build(e, numbers) for e in v]
+            return None if prune and all(g is None for g in items) else items
+        if t is dict:
+            done = {k: build(v[k], numbers) for k in sorted(v)}
+            return None if prune and all(g is None for g in done.values()) else {k: done[k] for k in v}
+        if t is not tuple and getattr(t, "__fluxjax_static__", False):
+            return keep(v)
+        if isinstance(v, tuple):
+            items = [build(e, numbers) for e in v]
+            if prune and all(g is None for g in items):
+                return None
+            return t(*items) if hasattr(v, "_fields") else t(items)
+        if isinstance(v, NUMBER_TYPES) or isinstance(v, OPAQUE_TYPES) or isinstance(v, IMMUTABLE_TYPES):
+            return keep(v)
+        sub, treedef = jax.tree_util.tree_flatten(v, is_leaf=lambda z: type(z) in LAYER_TYPES)
+        if treedef.num_nodes == 1 and treedef.num_leaves == 1 and sub and sub[0] is v:
+            return keep(v)
+        return treedef.unflatten([build(e, numbers) for e in sub])
+
+    out = [build(v, True) for v in root]
+    if pos != len(values):
+        raise ValueError(f"rebuild: the walk has {pos} leaves, {len(values)} values were given")
+    return out
 
 
 def _plain_holding_layer(v) -> bool:
