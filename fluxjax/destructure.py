@@ -16,9 +16,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .core.layer import is_array, is_float_array, is_layer, trainable
-from .core.walk import find_plain
+from .core.walk import find_plain, rebuild, walk
 from .errors import DimensionMismatch
-from .functors import fmap
 from .keypath import KeyPath
 from .zygote import Tangent
 from .zygote.implicit import raise_plain
@@ -94,7 +93,9 @@ class Restructure:
     def __init__(self, model: Any, arrays: list):
         # The structure as it is now (layer objects copied, arrays shared), so that later rebinding of
         # the live model (update_, loadmodel_) does not change what `re` rebuilds.
-        self.model = fmap(lambda a: a, model)
+        leaves = walk([model]).leaves
+        self.model = rebuild([model], leaves)[0]
+        self._leaves = leaves  # the leaves of `self.model` too, in the walk's order
         self.offsets: dict[int, tuple[int, tuple, Any]] = {}
         off = 0
         for a in arrays:
@@ -110,9 +111,10 @@ class Restructure:
                 f"Restructure: expected a vector of length {self.length}, got an array of shape {tuple(flat.shape)}"
             )
         new_arrays: dict[int, Any] = {}
-        memo: dict[int, Any] = {}
 
         def arr(a):
+            if not is_array(a) or id(a) not in self.offsets:
+                return a  # not trainable: kept
             if id(a) not in new_arrays:
                 off, shape, dtype = self.offsets[id(a)]
                 n = int(np.prod(shape, dtype=np.int64))
@@ -122,31 +124,9 @@ class Restructure:
                 new_arrays[id(a)] = _unvec(v, shape).astype(dtype)
             return new_arrays[id(a)]
 
-        def go(v):
-            if isinstance(v, Tangent):  # the destructure of a gradient rebuilds a gradient
-                if id(v) not in memo:
-                    memo[id(v)] = Tangent(v.primal_type, {k: go(e) for k, e in v.fields.items()})
-                return memo[id(v)]
-            if is_layer(v):
-                if id(v) in memo:
-                    return memo[id(v)]
-                new = object.__new__(type(v))
-                memo[id(v)] = new
-                tr = trainable(v)
-                for k, e in v.__dict__.items():
-                    new.__dict__[k] = go(e) if k in tr else e
-                return new
-            if is_array(v):
-                return arr(v) if id(v) in self.offsets else v
-            if isinstance(v, tuple) and hasattr(v, "_fields"):
-                return type(v)(*(go(e) for e in v))
-            if isinstance(v, (list, tuple)):
-                return type(v)(go(e) for e in v)
-            if isinstance(v, dict):
-                return {k: go(e) for k, e in v.items()}
-            return v
-
-        return go(self.model)
+        # the walk's rebuild: layers copied (a tie stays one object), the destructure of a gradient
+        # (`Tangent`) rebuilds a gradient
+        return rebuild([self.model], [arr(a) for a in self._leaves])[0]
 
     def __repr__(self):
         return f"Restructure({type(self.model).__name__}, ..., {self.length})"
