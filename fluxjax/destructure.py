@@ -9,13 +9,13 @@ everything else is kept). Both are made of `jax.numpy` operations, so `gradient`
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
 
-from .core.layer import is_array, is_float_array, is_layer, trainable
+from .core.layer import is_array
+from .core.trainables import trainable_arrays
 from .core.walk import find_plain, rebuild, walk
 from .errors import DimensionMismatch
 from .keypath import KeyPath
@@ -23,36 +23,15 @@ from .zygote import Tangent
 from .zygote.implicit import raise_plain
 
 
-def _walk(x: Any, visit: Callable[[Any, tuple], None]) -> None:
-    """Call `visit(array, keys)` on every trainable array of `x`, depth-first, each layer object once.
-    A gradient (`Tangent`) is walked like its layer, every field (a gradient has no `trainable`)."""
-    seen: set[int] = set()
+def _gradient_fields(v: Any) -> dict | None:
+    """A gradient (`Tangent`) is walked like its layer, every field (a gradient has no `trainable`)."""
+    return v.fields if isinstance(v, Tangent) else None
 
-    def go(v, keys):
-        if is_layer(v) or isinstance(v, Tangent):
-            if id(v) in seen:
-                return
-            seen.add(id(v))
-            if is_layer(v):
-                for e in v.__dict__.values():
-                    plain = find_plain(e, pytrees=True)
-                    if plain is not None:
-                        raise_plain(plain, "trainables")
-            for k, e in (v.fields if isinstance(v, Tangent) else trainable(v)).items():
-                go(e, keys + (k,))
-        elif is_array(v):
-            if is_float_array(v):  # Optimisers.jl's `isnumeric`: not integer arrays nor PRNG keys
-                visit(v, keys)
-        elif isinstance(v, (list, tuple)):
-            for i, e in enumerate(v):
-                go(e, keys + (i,))
-        elif isinstance(v, dict):
-            for k, e in v.items():
-                go(e, keys + (k,))
-        elif find_plain(v, pytrees=True) is not None:
-            raise_plain(v, "trainables")
 
-    go(x, ())
+def _refuse_plain(v: Any) -> None:
+    plain = find_plain(v, pytrees=True)
+    if plain is not None:
+        raise_plain(plain, "trainables")
 
 
 def trainables(model: Any, path: bool = False) -> list:
@@ -73,7 +52,8 @@ def trainables(model: Any, path: bool = False) -> list:
     ```
     """
     out: dict[int, Any] = {}
-    _walk(model, lambda a, keys: out.setdefault(id(a), (KeyPath(*keys), a) if path else a))
+    for keys, a in trainable_arrays(model, _gradient_fields, _refuse_plain):
+        out.setdefault(id(a), (KeyPath(*keys), a) if path else a)
     return list(out.values())
 
 
