@@ -5,7 +5,8 @@
 `Slot` that can read and rebind it in place: an attribute of a layer, an item of a list or dict, or a
 position inside an immutable tuple or pytree below one of those (rebuilt on write). A layer object
 reached twice (a tied layer) is walked once. The walk also returns a hashable signature of everything
-static, which is what `fluxjax.jit` caches on.
+static, which is what `fluxjax.jit` caches on. `rebuild(root, values)` makes `root` anew with the
+walk's leaves replaced, visiting exactly what the walk visits: the one rebuild.
 """
 
 from __future__ import annotations
