@@ -15,8 +15,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from .core.layer import is_array
+from .core.plain import find_plain
 from .core.trainables import trainable_arrays
-from .core.walk import find_plain, rebuild, walk
+from .core.walk import rebuild, walk
 from .errors import DimensionMismatch
 from .keypath import KeyPath
 from .zygote import Tangent

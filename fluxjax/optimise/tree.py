@@ -17,9 +17,10 @@ import jax
 import optax
 
 from ..core.layer import is_array, is_float_array, is_layer, trainable
+from ..core.plain import find_plain
 from ..core.region import commit, current_region
 from ..core.sharing import sharing
-from ..core.walk import Slot, find_plain, rebuild, walk
+from ..core.walk import Slot, rebuild, walk
 from ..zygote import Grads, Params, Tangent
 from ..zygote.implicit import raise_plain
 from .implicit import _implicit_holder, implicit_update_
