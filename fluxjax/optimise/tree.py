@@ -20,7 +20,7 @@ from ..core.layer import is_array, is_float_array, is_layer, trainable
 from ..core.plain import find_plain
 from ..core.region import commit, current_region
 from ..core.sharing import sharing
-from ..core.walk import Slot, rebuild, walk
+from ..core.walk import Slot
 from ..zygote import Grads, Params, Tangent
 from ..zygote.implicit import raise_plain
 from .implicit import _implicit_holder, implicit_update_
@@ -212,10 +212,34 @@ def _tree_step(ts: TreeState, model: Any, grads: Any, write) -> tuple[Any, Any]:
     return ts, (_rebuild(model, roots) if roots else model)
 
 
-def _copy(*trees: Any) -> list:
-    """Copies of `trees` (layers, `Tangent`s, lists, dicts and tuples new; arrays and static values
-    shared; a tie between or within them kept): the walk's `rebuild` with the same leaves."""
-    return rebuild(list(trees), walk(list(trees)).leaves)
+def _copy(v, memo):
+    """A copy of `v` for the pure `update`: layers, `Tangent`s, lists and dicts new, tuples new where
+    they hold those; arrays, static values and other tuples shared; ties kept through `memo`. Not the
+    walk's `rebuild`: this runs at every eager step of an Optimisers.jl-style loop, and sharing the
+    immutable tuples of the optimiser states (without the walk's signature) keeps it several times
+    cheaper."""
+    if id(v) in memo:
+        return memo[id(v)]
+    if is_layer(v):
+        new = object.__new__(type(v))
+        memo[id(v)] = new
+        for k, e in v.__dict__.items():
+            new.__dict__[k] = _copy(e, memo)
+        return new
+    if isinstance(v, Tangent):
+        fields: dict[str, Any] = {}
+        memo[id(v)] = t = Tangent(v.primal_type, fields)
+        for k, e in v.fields.items():
+            fields[k] = _copy(e, memo)
+        return t
+    if isinstance(v, list):
+        return [_copy(e, memo) for e in v]
+    if isinstance(v, dict):
+        return {k: _copy(e, memo) for k, e in v.items()}
+    if isinstance(v, tuple) and any(is_layer(e) or isinstance(e, (Tangent, list, dict, tuple)) for e in v):
+        items = [_copy(e, memo) for e in v]
+        return type(v)(*items) if hasattr(v, "_fields") else tuple(items)
+    return v
 
 
 def update(opt_state: Any, model: Any, grads: Any) -> tuple[Any, Any]:
@@ -233,7 +257,8 @@ def update(opt_state: Any, model: Any, grads: Any) -> tuple[Any, Any]:
     if isinstance(model, Params):
         return update_(opt_state, model, grads)
     _check_explicit(opt_state, model, grads, "update")
-    new_state, new_model = _copy(opt_state, model)
+    memo: dict[int, Any] = {}
+    new_state, new_model = _copy(opt_state, memo), _copy(model, memo)
     return _step(new_state, new_model, grads, _set)
 
 
@@ -281,11 +306,11 @@ def adjust(tree: Any, eta: float | None = None, **kw) -> Any:
             raise TypeError(f"adjust: {type(tree).__name__} is a plain optax transformation; it has no hyperparameters to adjust")
         return tree.adjust(*(() if eta is None else (eta,)), **kw)
     if isinstance(tree, TreeState):
-        return adjust_(_copy(tree)[0], eta, **kw)
+        return adjust_(_copy(tree, {}), eta, **kw)
     if is_layer(tree) and not isinstance(tree, Leaf) or is_array(tree):
         raise TypeError("adjust acts on the optimiser state from setup() (or on a rule), not on the model")
     _leaves(tree, "adjust")
-    return adjust_(_copy(tree)[0], eta, **kw)
+    return adjust_(_copy(tree, {}), eta, **kw)
 
 
 def freeze_(opt_state: Any) -> Any:
