@@ -9,51 +9,30 @@ everything else is kept). Both are made of `jax.numpy` operations, so `gradient`
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
 
-from .core.layer import is_array, is_float_array, is_layer, trainable
-from .core.walk import find_plain
+from .core.layer import is_array
+from .core.plain import find_plain
+from .core.trainables import trainable_arrays
+from .core.walk import rebuild, walk
 from .errors import DimensionMismatch
-from .functors import fmap
 from .keypath import KeyPath
 from .zygote import Tangent
 from .zygote.implicit import raise_plain
 
 
-def _walk(x: Any, visit: Callable[[Any, tuple], None]) -> None:
-    """Call `visit(array, keys)` on every trainable array of `x`, depth-first, each layer object once.
-    A gradient (`Tangent`) is walked like its layer, every field (a gradient has no `trainable`)."""
-    seen: set[int] = set()
+def _gradient_fields(v: Any) -> dict | None:
+    """A gradient (`Tangent`) is walked like its layer, every field (a gradient has no `trainable`)."""
+    return v.fields if isinstance(v, Tangent) else None
 
-    def go(v, keys):
-        if is_layer(v) or isinstance(v, Tangent):
-            if id(v) in seen:
-                return
-            seen.add(id(v))
-            if is_layer(v):
-                for e in v.__dict__.values():
-                    plain = find_plain(e, pytrees=True)
-                    if plain is not None:
-                        raise_plain(plain, "trainables")
-            for k, e in (v.fields if isinstance(v, Tangent) else trainable(v)).items():
-                go(e, keys + (k,))
-        elif is_array(v):
-            if is_float_array(v):  # Optimisers.jl's `isnumeric`: not integer arrays nor PRNG keys
-                visit(v, keys)
-        elif isinstance(v, (list, tuple)):
-            for i, e in enumerate(v):
-                go(e, keys + (i,))
-        elif isinstance(v, dict):
-            for k, e in v.items():
-                go(e, keys + (k,))
-        elif find_plain(v, pytrees=True) is not None:
-            raise_plain(v, "trainables")
 
-    go(x, ())
+def _refuse_plain(v: Any) -> None:
+    plain = find_plain(v, pytrees=True)
+    if plain is not None:
+        raise_plain(plain, "trainables")
 
 
 def trainables(model: Any, path: bool = False) -> list:
@@ -74,7 +53,8 @@ def trainables(model: Any, path: bool = False) -> list:
     ```
     """
     out: dict[int, Any] = {}
-    _walk(model, lambda a, keys: out.setdefault(id(a), (KeyPath(*keys), a) if path else a))
+    for keys, a in trainable_arrays(model, _gradient_fields, _refuse_plain):
+        out.setdefault(id(a), (KeyPath(*keys), a) if path else a)
     return list(out.values())
 
 
@@ -94,7 +74,9 @@ class Restructure:
     def __init__(self, model: Any, arrays: list):
         # The structure as it is now (layer objects copied, arrays shared), so that later rebinding of
         # the live model (update_, loadmodel_) does not change what `re` rebuilds.
-        self.model = fmap(lambda a: a, model)
+        leaves = walk([model]).leaves
+        self.model = rebuild([model], leaves)[0]
+        self._leaves = leaves  # the leaves of `self.model` too, in the walk's order
         self.offsets: dict[int, tuple[int, tuple, Any]] = {}
         off = 0
         for a in arrays:
@@ -110,9 +92,10 @@ class Restructure:
                 f"Restructure: expected a vector of length {self.length}, got an array of shape {tuple(flat.shape)}"
             )
         new_arrays: dict[int, Any] = {}
-        memo: dict[int, Any] = {}
 
         def arr(a):
+            if not is_array(a) or id(a) not in self.offsets:
+                return a  # not trainable: kept
             if id(a) not in new_arrays:
                 off, shape, dtype = self.offsets[id(a)]
                 n = int(np.prod(shape, dtype=np.int64))
@@ -122,31 +105,9 @@ class Restructure:
                 new_arrays[id(a)] = _unvec(v, shape).astype(dtype)
             return new_arrays[id(a)]
 
-        def go(v):
-            if isinstance(v, Tangent):  # the destructure of a gradient rebuilds a gradient
-                if id(v) not in memo:
-                    memo[id(v)] = Tangent(v.primal_type, {k: go(e) for k, e in v.fields.items()})
-                return memo[id(v)]
-            if is_layer(v):
-                if id(v) in memo:
-                    return memo[id(v)]
-                new = object.__new__(type(v))
-                memo[id(v)] = new
-                tr = trainable(v)
-                for k, e in v.__dict__.items():
-                    new.__dict__[k] = go(e) if k in tr else e
-                return new
-            if is_array(v):
-                return arr(v) if id(v) in self.offsets else v
-            if isinstance(v, tuple) and hasattr(v, "_fields"):
-                return type(v)(*(go(e) for e in v))
-            if isinstance(v, (list, tuple)):
-                return type(v)(go(e) for e in v)
-            if isinstance(v, dict):
-                return {k: go(e) for k, e in v.items()}
-            return v
-
-        return go(self.model)
+        # the walk's rebuild: layers copied (a tie stays one object), the destructure of a gradient
+        # (`Tangent`) rebuilds a gradient
+        return rebuild([self.model], [arr(a) for a in self._leaves])[0]
 
     def __repr__(self):
         return f"Restructure({type(self.model).__name__}, ..., {self.length})"

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from .core.layer import children, has_dynamic, is_array, is_float_array, is_layer, layer, state_fields, trainable, with_fields
+from .core.walk import copy_layer, rebuild, walk
 
 
 def functor(x: Any) -> Any:
@@ -51,22 +52,38 @@ def fmap(f: Callable[[Any], Any], x: Any, *, exclude: Callable[[Any], bool] | No
 
     Shared (tied) arrays and layers are mapped once, so ties survive: `fmap(f32, m)`.
     `exclude(node)` marks extra leaves to hand to `f` (default: arrays).
+
+    Without `exclude` this is the walk's `rebuild` (`fluxjax.core.walk`): what `fluxjax.jit` and `gradient`
+    see of `x` is what is mapped, also arrays inside other pytrees (a structural gradient, an optax state).
+    With `exclude`, a leaf may be any node (a layer, a tuple), which the walk, whose leaves are arrays,
+    does not express: `fmap` then goes through layers, lists, tuples and dicts itself, by the walk's rules
+    for ties (a layer or leaf reached twice is mapped once), dicts (insertion order kept) and namedtuples.
     """
+    if exclude is None:
+        done: dict[int, Any] = {}  # a tied array is mapped once
+
+        def mapped(a):
+            if not is_array(a):
+                return a  # a number the walk reads at the top
+            if id(a) not in done:
+                done[id(a)] = f(a)
+            return done[id(a)]
+
+        return rebuild([x], [mapped(a) for a in walk([x]).leaves])[0]
     cache: dict[int, Any] = {}
-    is_leaf = exclude or is_array
 
     def go(v):
-        if is_leaf(v):
+        if exclude(v):
             if id(v) not in cache:
                 cache[id(v)] = (v, f(v))
             return cache[id(v)][1]
         if is_layer(v):
             if id(v) in cache:
                 return cache[id(v)][1]
-            new = object.__new__(type(v))
+            new, fields = copy_layer(v)
             cache[id(v)] = (v, new)
             for k, e in v.__dict__.items():
-                new.__dict__[k] = go(e)
+                fields[k] = go(e)
             return new
         if isinstance(v, tuple) and hasattr(v, "_fields"):
             return type(v)(*(go(e) for e in v))

@@ -15,24 +15,11 @@ import jax
 import jax.numpy as jnp
 
 from .core.layer import is_array, is_float_array, is_layer, trainable, use_layer_repr
+from .core.trainables import trainable_arrays
+from .core.walk import walk
 from .random import is_key
 
 _TOP_COL, _INNER_COL = 20, 39
-
-
-def _arrays(v, out):
-    if is_array(v):
-        out.append(v)
-    elif is_layer(v):
-        for e in v.__dict__.values():
-            _arrays(e, out)
-    elif isinstance(v, (list, tuple)):
-        for e in v:
-            _arrays(e, out)
-    elif isinstance(v, dict):
-        for e in v.values():
-            _arrays(e, out)
-    return out
 
 
 def _dedup(xs):
@@ -45,30 +32,11 @@ def _dedup(xs):
 
 
 def counts(m: Any) -> tuple[list, list]:
-    """(trainable arrays, other numeric arrays) of a layer tree, each array once."""
-    train = []
-
-    def go(v, seen):
-        if is_layer(v):
-            if id(v) in seen:
-                return
-            seen.add(id(v))
-            for e in trainable(v).values():
-                go(e, seen)
-        elif is_array(v):
-            if is_float_array(v):
-                train.append(v)
-        elif isinstance(v, (list, tuple)):
-            for e in v:
-                go(e, seen)
-        elif isinstance(v, dict):
-            for e in v.values():
-                go(e, seen)
-
-    go(m, set())
-    train = _dedup(train)
+    """(trainable arrays, other numeric arrays) of a layer tree, each array once: the trainable view
+    (`core.trainables`), and every other array the walk reaches."""
+    train = _dedup([a for _, a in trainable_arrays(m)])
     ids = {id(x) for x in train}
-    other = [x for x in _dedup(_arrays(m, [])) if id(x) not in ids and _is_numeric(x)]
+    other = [x for x in _dedup(walk([m]).leaves) if is_array(x) and id(x) not in ids and _is_numeric(x)]
     return train, other
 
 

@@ -89,3 +89,34 @@ def test_modules_lists_containers_like_flux():
     assert len(Flux.modules(Dense(2, 2))) == 1  # tuples of numbers / arrays are leaves, not modules
     shared = Chain(d1, d1)
     assert [type(v).__name__ for v in Flux.modules(shared)] == ["Chain", "tuple", "Dense"]
+
+
+def test_restructure_is_the_walks_rebuild():
+    # `re` rebuilds through fluxjax.core.walk.rebuild: an array that a trainable field shares with a
+    # non-trainable one is replaced in both (the tie stays; it used to stay the old array in the
+    # non-trainable field), and the destructure of a gradient rebuilds a gradient
+    @Flux.layer(trainable=("W",))
+    class Shared:
+        def __init__(self):
+            self.W = jnp.ones((2, 2))
+            self.V = self.W
+
+        def __call__(self, x):
+            return self.W @ x + self.V @ x
+
+    s = Shared()
+    flat, re = destructure(s)
+    assert flat.shape == (4,)
+    s0 = re(jnp.zeros(4))
+    assert s0.W is s0.V
+    np.testing.assert_array_equal(s0.V, np.zeros((2, 2)))
+    d = Dense(2, 2)
+    m = Chain(d, d)
+    x = jnp.ones((2, 3))
+    g = Flux.gradient(lambda m: jnp.sum(m(x)), m)[0]
+    gflat, gre = destructure(g)
+    assert gflat.shape == (12,)  # Zygote: each path of a tied layer has its own gradient
+    g2 = gre(2 * gflat)
+    assert type(g2) is type(g)
+    np.testing.assert_allclose(g2.layers[0].weight, 2 * g.layers[0].weight, rtol=1e-6)
+    np.testing.assert_allclose(g2.layers[1].weight, 2 * g.layers[1].weight, rtol=1e-6)

@@ -295,3 +295,27 @@ def test_functor_splits_a_layer_and_rebuilds_a_copy():
         re({"gamma": 1})
     t = (1, jnp.ones(2))
     assert fluxjax.functor(t)[0] is t and fluxjax.functor(t)[1]("new") == "new"
+
+
+def test_fmap_is_the_walks_rebuild():
+    # fmap without `exclude` maps what the walk sees (fluxjax.core.walk.rebuild): arrays inside a structural
+    # gradient too (it used to hand a Tangent back unmapped), a dict keeps its insertion order while the walk
+    # reads it in key order, a namedtuple stays one, a tied layer stays one object
+    m = Chain(Dense(2, 2), Dense(2, 1))
+    x = jnp.ones((2, 3))
+    g = gradient(lambda m: jnp.sum(m(x)), m)[0]
+    g2 = fmap(lambda a: 2 * a, g)
+    assert type(g2) is type(g) and g2 is not g
+    close(g2.layers[0].weight, 2 * g.layers[0].weight)
+    close(g2.layers[1].bias, 2 * g.layers[1].bias)
+    d = {"b": jnp.ones(2), "a": jnp.zeros(3)}
+    d2 = fmap(lambda a: a + 1, d)
+    assert list(d2) == ["b", "a"] and d2["b"].shape == (2,) and d2["a"].shape == (3,)
+    close(d2["a"], np.ones(3))
+    import collections
+
+    NT = collections.namedtuple("NT", ["p", "q"])
+    dense = Dense(2, 2)
+    nt = fmap(lambda a: a * 0, NT(dense, [dense, 1.5]))
+    assert type(nt) is NT and nt.p is nt.q[0] and nt.q[1] == 1.5
+    close(nt.p.weight, np.zeros((2, 2)))

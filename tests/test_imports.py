@@ -108,7 +108,7 @@ def test_cycle_finder_finds_a_cycle():
     a, b = "fluxjax.core.layer", "fluxjax.core.walk"
     assert b not in edges.get(a, set())
     edges.setdefault(a, set()).add(b)  # walk imports layer; this closes the loop
-    assert [a, b] in _cycles(edges)
+    assert any(a in c and b in c for c in _cycles(edges))  # the cycle found may pass through more modules
 
 
 def test_no_private_imports_across_packages():

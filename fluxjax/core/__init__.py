@@ -2,7 +2,9 @@
 
 - `layer.py`: `@layer`, the pytree registration of layer classes, the structure version.
 - `walk.py`: the walk over live arguments: each array's `Slot`, role, path and tie identity, and a
-  signature of everything static.
+  signature of everything static; `rebuild`, the arguments made anew with new leaf values.
+- `trainables.py`: Optimisers.jl's trainable view (the arrays reached through trainable fields).
+- `plain.py`: plain objects (no `@layer`) that hold layers or float arrays, which the walk keeps static.
 - `region.py`: the state thread: `Region`, `rebind`, `commit`, `is_active`, `current_region`, and the
   one region runner `run_in_region`.
 - `keys.py`: what a compiled program depends on beside its inputs (`static_key`, `code_names`).
@@ -15,6 +17,6 @@ A stateful layer of your own rebinds its state through `rebind(self, "field", va
 
 from .layer import is_layer, layer
 from .region import commit, current_region, is_active, rebind, run_in_region
-from .walk import Slot, walk
+from .walk import Slot, rebuild, walk
 
-__all__ = ["Slot", "commit", "current_region", "is_active", "is_layer", "layer", "rebind", "run_in_region", "walk"]
+__all__ = ["Slot", "commit", "current_region", "is_active", "is_layer", "layer", "rebind", "rebuild", "run_in_region", "walk"]

@@ -5,13 +5,15 @@
 `Slot` that can read and rebind it in place: an attribute of a layer, an item of a list or dict, or a
 position inside an immutable tuple or pytree below one of those (rebuilt on write). A layer object
 reached twice (a tied layer) is walked once. The walk also returns a hashable signature of everything
-static, which is what `fluxjax.jit` caches on.
+static, which is what `fluxjax.jit` caches on. `rebuild(root, values)` makes `root` anew with the
+walk's leaves replaced, visiting exactly what the walk visits: the one rebuild.
 """
 
 from __future__ import annotations
 
 import functools
 import types
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -19,7 +21,8 @@ import numpy as np
 
 from ..random import DefaultRNG
 from .keys import EMPTY, IMMUTABLE_TYPES, code_names, is_library, static_key
-from .layer import LAYER_TYPES, bump, is_float_array
+from .layer import LAYER_TYPES, bump
+from .plain import _holds_layer, _plain_holding_layer, plain_with_parameters
 
 NUMBER_TYPES = (int, float, complex, np.number, np.bool_)  # Python and NumPy numbers: leaves where numbers are walked
 OPAQUE_TYPES = (types.FunctionType, types.BuiltinFunctionType, str, type, functools.partial)
@@ -354,65 +357,80 @@ def walk(root: list, paths: bool = False, functions: bool = False, read_arrays: 
     return w
 
 
-def _plain_holding_layer(v) -> bool:
-    """A plain object (an instance `__dict__`; fluxjax's own classes and classes keyed by
-    `__fluxjax_key__` excepted) with a layer among its fields: a `types.SimpleNamespace`, a trainer."""
-    d = getattr(v, "__dict__", None)
-    t = type(v)
-    return (type(d) is dict and not isinstance(v, (type, types.ModuleType)) and not hasattr(t, "__fluxjax_key__")
-            and t.__module__.partition(".")[0] != "fluxjax" and any(_holds_layer(e) for e in d.values()))
+def copy_layer(obj: Any) -> tuple[Any, dict]:
+    """`rebuild`'s default for a layer: a new object of its class (no `__init__` run) and the dict its
+    fields go into."""
+    new = object.__new__(type(obj))
+    return new, new.__dict__
 
 
-def plain_with_parameters(v) -> bool:
-    """A plain object (an instance `__dict__`, no `@layer`; fluxjax's own classes excepted) with a float
-    array or a layer among its fields (or in a list/tuple/dict field). Flux walks any struct; fluxjax
-    walks layers only, so such an object is refused where it would silently get no gradient."""
-    d = getattr(v, "__dict__", None)
-    t = type(v)
-    if type(d) is not dict or isinstance(v, (type, types.ModuleType, types.FunctionType, types.MethodType)):
-        return False
-    if hasattr(t, "__fluxjax_key__") or t.__module__.partition(".")[0] in ("fluxjax", "jax", "optax", "numpy"):
-        return False
-    return any(_holds_param(e, 2) for e in d.values())
+def rebuild(root: list, values: Sequence[Any], layer: Callable[[Any], tuple[Any, dict]] = copy_layer,
+            static: Callable[[Any], Any] | None = None, prune: bool = False) -> list:
+    """`root` rebuilt with the i-th leaf of `walk(root)` replaced by `values[i]`, visiting exactly what
+    the walk visits, in its order. Lists, dicts and tuples are new; a dict keeps its insertion order (the
+    walk reads its values in key order), a namedtuple stays one; a layer reached twice (a tie) gives one
+    new object. `layer(obj)` makes a layer's new object and returns it with the dict its fields go into
+    (default `copy_layer`: a copy; `Tangent`s for a gradient). What the walk keeps static (a layer's
+    configuration, strings, functions, optimisation rules) is `static(v)` (default: `v` itself).
+    `prune=True` (gradients) gives `None` for a layer, list, dict or tuple whose entries are all `None`.
 
+    ```python
+    >>> d = Dense(jnp.ones((1, 2)))
+    >>> w = walk([[d, d]])
+    >>> [new] = rebuild([[d, d]], [2 * x for x in w.leaves])
+    >>> new[0] is new[1], new[0].weight
+    (True, Array([[2., 2.]], dtype=float32))
 
-def find_plain(v, pytrees: bool = False) -> Any:
-    """The first `plain_with_parameters` object in `v` or in its lists, tuples and dicts (not inside
-    layers), or None. With `pytrees`, also a pytree node of another library (a `flax.nnx.Module`) with
-    float arrays among its leaves."""
-    t = type(v)
-    if t in (list, tuple, dict) or isinstance(v, tuple):
-        for e in (v.values() if t is dict else v):
-            found = find_plain(e, pytrees)
-            if found is not None:
-                return found
-        return None
-    if t in LAYER_TYPES or v is None or isinstance(v, (jax.Array, np.ndarray)):
-        return None
-    if plain_with_parameters(v):
-        return v
-    if pytrees and t.__module__.partition(".")[0] != "fluxjax":
-        leaves = jax.tree_util.tree_leaves(v)
-        if not (len(leaves) == 1 and leaves[0] is v) and any(is_float_array(e) for e in leaves):
-            return v
-    return None
+    ```
+    """
+    keep = (lambda v: v) if static is None else static
+    memo: dict[int, Any] = {}
+    pos = 0
 
+    def build(v, numbers):
+        nonlocal pos
+        t = type(v)
+        if t in LAYER_TYPES:
+            oid = id(v)
+            if oid in memo:
+                return memo[oid]
+            new, fields = layer(v)
+            memo[oid] = new
+            for name, e in v.__dict__.items():
+                fields[name] = build(e, False) if is_visited(e) else keep(e)
+            if prune and all(g is None for g in fields.values()):
+                memo[oid] = new = None
+            return new
+        if isinstance(v, jax.Array) or (t is np.ndarray and v.dtype.kind not in "OUSV") or (
+                numbers and isinstance(v, NUMBER_TYPES)):
+            pos += 1
+            return values[pos - 1]
+        if v is None:
+            return None
+        if t is list:
+            items = [build(e, numbers) for e in v]
+            return None if prune and all(g is None for g in items) else items
+        if t is dict:
+            done = {k: build(v[k], numbers) for k in sorted(v)}
+            return None if prune and all(g is None for g in done.values()) else {k: done[k] for k in v}
+        if t is not tuple and getattr(t, "__fluxjax_static__", False):
+            return keep(v)
+        if isinstance(v, tuple):
+            items = [build(e, numbers) for e in v]
+            if prune and all(g is None for g in items):
+                return None
+            return t(*items) if hasattr(v, "_fields") else t(items)
+        if isinstance(v, NUMBER_TYPES) or isinstance(v, OPAQUE_TYPES) or isinstance(v, IMMUTABLE_TYPES):
+            return keep(v)
+        sub, treedef = jax.tree_util.tree_flatten(v, is_leaf=lambda z: type(z) in LAYER_TYPES)
+        if treedef.num_nodes == 1 and treedef.num_leaves == 1 and sub and sub[0] is v:
+            return keep(v)
+        return treedef.unflatten([build(e, numbers) for e in sub])
 
-def _holds_param(v, depth) -> bool:
-    t = type(v)
-    if t in LAYER_TYPES or is_float_array(v):
-        return True
-    if depth and t in (list, tuple, dict):
-        return any(_holds_param(e, depth - 1) for e in (v.values() if t is dict else v))
-    return False
-
-
-def _holds_layer(v) -> bool:
-    if type(v) in LAYER_TYPES:
-        return True
-    if type(v) in (list, tuple, dict):
-        return any(_holds_layer(e) for e in (v.values() if type(v) is dict else v))
-    return False
+    out = [build(v, True) for v in root]
+    if pos != len(values):
+        raise ValueError(f"rebuild: the walk has {pos} leaves, {len(values)} values were given")
+    return out
 
 
 AN_ARRAY = object()  # stands for "some array" where a reuse check looks at a value's kind only

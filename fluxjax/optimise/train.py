@@ -27,8 +27,9 @@ from ..zygote import Params, withgradient
 from ..zygote.adtypes import ADType
 from ..zygote.plan import first_output
 from ._rule_base import LeafState
+from .implicit import _implicit_holder, implicit_update_
 from .progress import progress as _display
-from .tree import _check_state, _implicit_holder, implicit_update_, setup, update_
+from .tree import _check_state, setup, update_
 from .wholetree import as_transform
 
 

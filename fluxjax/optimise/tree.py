@@ -11,21 +11,22 @@ means it (`setup` then returns a `TreeState`, see `wholetree.py`).
 from __future__ import annotations
 
 import warnings
-import weakref
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import optax
 
-from ..compiled.pure import NOT_RUN, cached_pure
-from ..core.layer import is_array, is_float_array, is_layer, layer, trainable
+from ..core.layer import is_array, is_float_array, is_layer, trainable
+from ..core.plain import find_plain
 from ..core.region import commit, current_region
 from ..core.sharing import sharing
-from ..core.walk import Slot, find_plain
-from ..errors import DimensionMismatch, StructureMismatch
+from ..core.walk import Slot
 from ..zygote import Grads, Params, Tangent
 from ..zygote.implicit import raise_plain
+from .implicit import _implicit_holder, implicit_update_
+from .leaf import Leaf
+from .matching import _collect, _is_namedtuple, _rebuild, _Root
+from .rulestep import _rules_step, cached_step_view
 from .wholetree import (
     Part,
     TreeState,
@@ -34,26 +35,8 @@ from .wholetree import (
     check_no_parts,
     is_whole_tree,
     new_tree_state,
-    step_view,
     tree_update,
 )
-
-
-@layer(trainable=())
-class Leaf:
-    """The optimiser state of one array: its `rule` (an optax transformation), `state`, `frozen`."""
-
-    # Leaves share arrays of equal value in their states for speed (fluxjax/_sharing.py); loading
-    # treats those as separate arrays, not as tied ones.
-    __fluxjax_untied__ = ("state",)
-
-    def __init__(self, rule: optax.GradientTransformation, state: Any, frozen: bool = False):
-        self.rule = rule
-        self.state = state
-        self.frozen = frozen
-
-    def __repr__(self):
-        return f"Leaf({self.rule!r}{', frozen' if self.frozen else ''})"
 
 
 def _check_rule(rule, fn):
@@ -125,257 +108,6 @@ def _refuse_plain(v) -> None:
     if plain is not None:
         raise_plain(plain, "setup")
 
-
-def _is_namedtuple(v) -> bool:
-    return isinstance(v, tuple) and hasattr(v, "_fields")
-
-
-def _where(path: str) -> str:
-    return f"at {path}" if path else "at the top"
-
-
-def _kind(v) -> str:
-    if is_array(v):
-        return f"an array of shape {tuple(v.shape)}"
-    if isinstance(v, Tangent):
-        return f"a gradient of a {v.primal_type.__name__}"
-    return f"a {type(v).__name__}"
-
-
-def _field(g, name: str, layer_obj, path: str):
-    """The gradient of field `name` of `layer_obj` from `g`: a structural gradient (`Tangent`), a dict
-    or a namedtuple (Optimisers.jl's `(weight=..., bias=nothing)`), `None`, or the layer itself."""
-    if g is None:
-        return None
-    if isinstance(g, Tangent):
-        return g.fields.get(name)
-    if isinstance(g, dict):
-        return g.get(name)
-    if _is_namedtuple(g):
-        return getattr(g, name, None)
-    if is_layer(g):
-        return g.__dict__.get(name)
-    raise StructureMismatch(
-        f"update_: the gradient {_where(path)} is {_kind(g)}, but the model has a {type(layer_obj).__name__} there: "
-        "give its gradient as the structural gradient from gradient(), a dict or a namedtuple of its fields"
-    )
-
-
-def _check_layer_grad(g, m, path: str) -> None:
-    """A gradient for layer `m` that names a field `m` does not have (or is a gradient of another
-    type of layer) does not fit the model."""
-    if g is None:
-        return
-    if isinstance(g, Tangent):
-        if not isinstance(m, g.primal_type):
-            raise StructureMismatch(
-                f"update_: the gradient {_where(path)} is {_kind(g)}, but the model has a {type(m).__name__} there"
-            )
-        names = [k for k, v in g.fields.items() if v is not None]
-    elif isinstance(g, dict):
-        names = list(g)
-    elif _is_namedtuple(g):
-        names = list(g._fields)
-    else:
-        names = []
-    extra = [k for k in names if k not in m.__dict__]
-    if extra:
-        raise StructureMismatch(
-            f"update_: the gradient {_where(path)} has field {extra[0]!r}, which the model's {type(m).__name__} "
-            f"there does not have (its fields: {', '.join(m.__dict__)})"
-        )
-
-
-class _Root:
-    """A position in a model that cannot be rebound in place: the model itself (a bare array) or an
-    entry of a tuple that is the model (`((w, b),)`). `update_` builds the new model around it."""
-
-    __slots__ = ("path",)
-
-    def __init__(self, path: tuple = ()):
-        self.path = path
-
-    def ident(self):
-        return ("root", self.path)
-
-
-def _collect(opt_state, model, grads, keep_none=False):
-    """[(leaf, x, summed grad, slots)] for every Leaf with a gradient, each Leaf once. A slot is a
-    `Slot` (rebound through the state thread) or a `_Root` (a position in an immutable model).
-    With `keep_none`, every leaf (or `Part`, one per view position) comes, its gradient `None` when
-    it has none.
-
-    A Leaf reached along several paths (a tied array, or a tied layer reached through two fields)
-    gets the sum of the gradients of every path, once each (Optimisers.jl), since `gradient` gives
-    each path its own (Zygote); every place that holds the array is rebound, also a place whose
-    gradient is `None`, so a tie never leaves a stale copy behind. State, model and gradient that do
-    not fit raise `StructureMismatch` naming the first path where they differ; nothing is changed
-    before that."""
-    if is_layer(opt_state) and not isinstance(opt_state, (Leaf, Part)) or is_array(opt_state):
-        raise StructureMismatch(
-            f"update_: opt_state is {_kind(opt_state)}, not the optimiser state from setup(rule, model); "
-            "the arguments are update_(opt_state, model, grads)"
-        )
-    acc: dict[Any, list] = {}
-
-    def go(st, m, g, slot, path):
-        if st is None:
-            return
-        if isinstance(st, (Leaf, Part)):
-            if not is_array(m):
-                raise StructureMismatch(
-                    f"update_: the optimiser state has a leaf {_where(path)}, but the model has {_kind(m)} there; "
-                    "was opt_state set up for another model? Call setup(rule, model) for this one"
-                )
-            if g is not None:
-                if not (is_array(g) or isinstance(g, (int, float, complex))) or isinstance(g, bool):
-                    raise StructureMismatch(
-                        f"update_: the gradient {_where(path)} is {_kind(g)}, but the model has {_kind(m)} there"
-                    )
-                if jnp.shape(g) != m.shape:
-                    raise DimensionMismatch(
-                        f"update_: the gradient {_where(path)} has shape {tuple(jnp.shape(g))}, the parameter "
-                        f"there has shape {tuple(m.shape)}"
-                    )
-            if isinstance(st, Leaf) and st.frozen:
-                return
-            key = ("part", st.index) if isinstance(st, Part) else id(st)
-            e = acc.get(key)
-            if e is None:
-                e = acc[key] = [st, m, None, [], set()]
-            ident = slot.ident()
-            if ident not in e[4]:  # the same place reached again (a tied layer): rebound once
-                e[4].add(ident)
-                e[3].append(slot)
-            if g is not None:
-                e[2] = g if e[2] is None else e[2] + g
-            return
-        if isinstance(st, Tangent):
-            if not is_layer(m) or not isinstance(m, st.primal_type):
-                raise StructureMismatch(
-                    f"update_: the optimiser state expects a {st.primal_type.__name__} {_where(path)}, the model has "
-                    f"{_kind(m)} there; was opt_state set up for another model? Call setup(rule, model) for this one"
-                )
-            _check_layer_grad(g, m, path)
-            for k, sub in st.fields.items():
-                if sub is None:
-                    continue
-                if k not in m.__dict__:
-                    raise StructureMismatch(
-                        f"update_: the optimiser state has field {k!r} {_where(path)}, which the model's "
-                        f"{type(m).__name__} does not have"
-                    )
-                go(sub, m.__dict__[k], _field(g, k, m, path), Slot(m, k, True), f"{path}.{k}")
-            return
-        if isinstance(st, (list, tuple)):
-            if not isinstance(m, (list, tuple)) or len(m) != len(st):
-                raise StructureMismatch(
-                    f"update_: the optimiser state has a {type(st).__name__} of length {len(st)} {_where(path)}, "
-                    f"the model has {_kind(m)}" + (f" of length {len(m)}" if isinstance(m, (list, tuple)) else "")
-                    + " there"
-                )
-            if g is None:
-                gs = [None] * len(st)
-            elif isinstance(g, (list, tuple)) and len(g) == len(st):
-                gs = g
-            else:
-                raise StructureMismatch(
-                    f"update_: the gradient {_where(path)} is {_kind(g)}"
-                    + (f" of length {len(g)}" if isinstance(g, (list, tuple)) else "")
-                    + f", the model has a {type(m).__name__} of length {len(m)} there"
-                )
-            for i, (s, mm, gg) in enumerate(zip(st, m, gs)):
-                go(s, mm, gg, _sub(slot, m, i), f"{path}[{i}]")
-            return
-        if isinstance(st, dict):
-            if not isinstance(m, dict) or set(m) != set(st):
-                raise StructureMismatch(
-                    f"update_: the optimiser state has a dict with keys {sorted(map(str, st))} {_where(path)}, "
-                    f"the model has {_kind(m)}" + (f" with keys {sorted(map(str, m))}" if isinstance(m, dict) else "")
-                    + " there"
-                )
-            if g is not None and not isinstance(g, dict):
-                raise StructureMismatch(f"update_: the gradient {_where(path)} is {_kind(g)}, the model has a dict there")
-            if g is not None and set(g) - set(m):
-                raise StructureMismatch(
-                    f"update_: the gradient {_where(path)} has key {sorted(map(str, set(g) - set(m)))[0]!r}, "
-                    "which the model's dict there does not have"
-                )
-            for k, s in st.items():
-                go(s, m[k], None if g is None else g.get(k), _sub(slot, m, k), f"{path}[{k!r}]")
-            return
-        raise StructureMismatch(
-            f"update_: {_where(path)} the optimiser state holds {_kind(st)}, which setup() never makes; "
-            "the arguments are update_(opt_state, model, grads)"
-        )
-
-    go(opt_state, model, grads, _Root(), "")
-    return [e[:4] for e in acc.values() if keep_none or e[2] is not None]
-
-
-def _sub(slot, container, k):
-    if isinstance(container, (list, dict)):
-        return Slot(container, k, False)
-    if isinstance(slot, _Root):
-        return _Root(slot.path + (k,))
-    return Slot(slot.owner, slot.key, slot.attr, slot.path + (k,))
-
-
-def _rules_step(rules: list, states: list, xs: list, gs: list) -> tuple[list, list]:
-    """`(new states, new arrays)` of `rules[i]` stepping `states[i]`, `xs[i]` with `gs[i]`: one cached
-    compiled program when eager (`fluxjax.compiled.pure`), else the rules op by op (inside a trace,
-    under `fluxjax.eager()`, or for a rule that branches on values in Python)."""
-    rules = tuple(rules)
-
-    def run(args):
-        new_s, new_x = [], []
-        for rule, st, x, g in zip(rules, *args):
-            g = jnp.asarray(g).astype(x.dtype)
-            upd, new = rule.update(g, st, x)
-            new_s.append(new)
-            new_x.append(_params_after(rule, x, upd, new))
-        return new_s, new_x
-
-    out = cached_pure(("rules", tuple(map(_rule_key, rules))), rules, run, (list(states), list(xs), list(gs)))
-    if out is NOT_RUN:
-        with sharing():
-            out = run((states, xs, gs))
-    return out
-
-
-def _rule_key(rule: Any) -> Any:
-    """A rule in a program's cache key: by value when it is hashable (Optimisers.jl's rules compare
-    their type and hyperparameters, so `Adam(0.01)` set up twice shares one program), else by identity."""
-    try:
-        hash(rule)
-    except TypeError:
-        return ("id", id(rule))
-    return (type(rule), rule)
-
-
-def cached_step_view(rule: Any, state: Any, treedef: Any, xs: list, gs: list) -> tuple[Any, list] | None:
-    """`wholetree.step_view` as a cached compiled program when eager (see `_rules_step`)."""
-    if all(g is None for g in gs):
-        return None
-    out = cached_pure(
-        ("view", _rule_key(rule), treedef),
-        (rule,),
-        lambda a: step_view(rule, a[0], treedef, a[1], a[2]),
-        (state, list(xs), list(gs)),
-    )
-    if out is NOT_RUN:
-        with sharing():
-            out = step_view(rule, state, treedef, xs, gs)
-    return out
-
-
-def _params_after(rule, x, upd, new_state):
-    """`x + upd` in `x`'s type; a rule that keeps its own copy of the parameters (`MixedPrecision`)
-    says what they become, so that they are its copy exactly, rounded."""
-    after = getattr(rule, "params_after", None)
-    return after(x, new_state) if after is not None else (x + upd).astype(x.dtype)
-
-
 def _apply(leaf: Leaf, new_state, new_x, slots, roots: dict, write):
     write(Slot(leaf, "state", True), new_state)
     for s in slots:
@@ -401,19 +133,6 @@ def _commit(slot: Slot, value: Any) -> None:
 def _set(slot: Slot, value: Any) -> None:
     """`update`'s write: straight into its own copies, which no one else holds."""
     slot.set(value)
-
-
-def _rebuild(v, roots: dict):
-    """`v` with the arrays at the `_Root` paths in `roots` replaced; tuples on the way are rebuilt."""
-    if () in roots:
-        return roots[()]
-    sub: dict[int, dict] = {}
-    for path, new in roots.items():
-        sub.setdefault(path[0], {})[path[1:]] = new
-    items = list(v)
-    for i, r in sub.items():
-        items[i] = _rebuild(items[i], r)
-    return type(v)(*items) if hasattr(v, "_fields") else type(v)(items)
 
 
 def update_(opt_state: Any, model: Any, grads: Any) -> tuple[Any, Any]:
@@ -494,6 +213,11 @@ def _tree_step(ts: TreeState, model: Any, grads: Any, write) -> tuple[Any, Any]:
 
 
 def _copy(v, memo):
+    """A copy of `v` for the pure `update`: layers, `Tangent`s, lists and dicts new, tuples new where
+    they hold those; arrays, static values and other tuples shared; ties kept through `memo`. Not the
+    walk's `rebuild`: this runs at every eager step of an Optimisers.jl-style loop, and sharing the
+    immutable tuples of the optimiser states (without the walk's signature) keeps it several times
+    cheaper."""
     if id(v) in memo:
         return memo[id(v)]
     if is_layer(v):
@@ -610,125 +334,3 @@ def thaw_(opt_state: Any) -> Any:
     for leaf in _leaves(opt_state, "thaw_"):
         leaf.frozen = False
     return opt_state
-
-
-# ----------------------------------------------------------------------------------------------
-# Implicit (Flux 0.13) style: the optimiser state is kept per Params
-
-
-@layer(trainable=())
-class ImplicitState:
-    """Optimiser states for the entries of a `Params`, kept with the `Params` (one per rule).
-
-    `previous`: for each entry, the state that the same rule kept for the same parameter under an earlier
-    `Params` (Flux 0.13 keeps a rule's state in an `IdDict` keyed by the array; here by where the array
-    lives, since every update makes a new array), or `None` for a fresh one."""
-
-    def __init__(self, rule, ps: Params, previous: list | None = None):
-        self.rule = rule
-        self.n = len(ps)
-        self.statedef = None
-        with sharing():
-            if is_whole_tree(rule):  # one optax state for the tuple of the arrays of `ps`, kept flat
-                if previous is not None and previous[0] is not None:
-                    self.states, self.statedef = [previous[0][0]], previous[0][1]
-                else:
-                    leaves, self.statedef = jax.tree_util.tree_flatten(as_transform(rule).init(tuple(ps)))
-                    self.states = [tuple(leaves)]
-            else:
-                prev = previous or [None] * self.n
-                self.states = [rule.init(x) if p is None else p for x, p in zip(ps, prev)]
-
-
-_MEMORY = "_fluxjax_implicit_states"  # a rule's memory of its states per parameter, in the rule's __dict__
-
-
-def _entry_key(e) -> tuple:
-    """Where a parameter lives (its first slot), which outlasts the array: an update makes a new array
-    and rebinds it there. A parameter that no slot holds is known by the array itself."""
-    if e.slots:
-        return e.slots[0].ident()
-    return ("array", id(e.array))
-
-
-def _anchor(e) -> Any:
-    """The object that `_entry_key` names by id, kept (weakly when it can be) so that a key whose object
-    is gone, and whose id is reused, is not mistaken for it."""
-    owner = e.slots[0].owner if e.slots else e.array
-    try:
-        return weakref.ref(owner)
-    except TypeError:  # lists, dicts, jax arrays: held
-        return lambda: owner
-
-
-def _remembered(rule, ps: Params) -> list | None:
-    """The states `rule` kept for the parameters of `ps` under earlier `Params`, as `ImplicitState`'s
-    `previous`; `None` when the rule cannot hold a memory or remembers none of them."""
-    memory = getattr(rule, "__dict__", {}).get(_MEMORY)
-    if not memory:
-        return None
-    entries = ps._entries
-    if is_whole_tree(rule):
-        hit = memory.get(tuple(_entry_key(e) for e in entries))
-        if hit is None or any(a() is not (e.slots[0].owner if e.slots else e.array) for a, e in zip(hit[0], entries)):
-            return None
-        holder = hit[1]
-        return [(holder.states[0], holder.statedef)]
-    out, found = [], False
-    for e in entries:
-        hit = memory.get(_entry_key(e))
-        x = e.value()
-        if hit is not None and hit[0]() is (e.slots[0].owner if e.slots else e.array) and hit[3] == (x.shape, x.dtype):
-            out.append(hit[1].states[hit[2]])
-            found = True
-        else:
-            out.append(None)
-    return out if found else None
-
-
-def _remember(rule, ps: Params, holder: ImplicitState) -> None:
-    d = getattr(rule, "__dict__", None)
-    if d is None:
-        return
-    memory = d.setdefault(_MEMORY, {})
-    if is_whole_tree(rule):
-        memory[tuple(_entry_key(e) for e in ps._entries)] = ([_anchor(e) for e in ps._entries], holder)
-        return
-    for i, e in enumerate(ps._entries):
-        x = e.value()
-        memory[_entry_key(e)] = (_anchor(e), holder, i, (x.shape, x.dtype))
-
-
-def _implicit_holder(rule, ps: Params) -> ImplicitState:
-    """The optimiser state of `rule` for `ps`: kept with `ps`, and remembered by the rule per parameter,
-    so that `update_(rule, params(m), gs)` with `params(m)` built anew at every step (Flux 0.13's
-    loops) goes on with the same momentum, as Flux's rules keep theirs in an `IdDict`."""
-    holders = ps.__dict__.setdefault("_opt_states", {})
-    h = holders.get(id(rule))
-    if h is None or h.rule is not rule or h.n != len(ps):
-        h = holders[id(rule)] = ImplicitState(rule, ps, _remembered(rule, ps))
-        _remember(rule, ps, h)
-    return h
-
-
-def implicit_update_(holder: ImplicitState, ps: Params, gs: Grads) -> None:
-    rule = holder.rule
-    if holder.statedef is not None:  # a whole-tree rule: the view is the tuple of the arrays
-        xs = tuple(e.value() for e in ps._entries)
-        state = holder.statedef.unflatten(holder.states[0])
-        res = cached_step_view(rule, state, jax.tree_util.tree_structure(xs), list(xs), list(gs))
-        if res is not None:
-            leaves, statedef = jax.tree_util.tree_flatten(res[0])
-            if statedef != holder.statedef:
-                commit(Slot(holder, "statedef", True), statedef)
-            commit(Slot(holder.states, 0, False), tuple(leaves))
-            for e, new_x in zip(ps._entries, res[1]):
-                e.set(new_x)
-        return
-    todo = [(i, e, g) for i, (e, g) in enumerate(zip(ps._entries, gs)) if g is not None]
-    xs = [e.value() for _, e, _ in todo]
-    states, new_xs = _rules_step([rule] * len(todo), [holder.states[i] for i, _, _ in todo], xs, [g for _, _, g in todo])
-    for (i, e, _), new, new_x in zip(todo, states, new_xs):
-        commit(Slot(holder.states, i, False), new)
-        e.set(new_x)
-

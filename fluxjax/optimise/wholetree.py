@@ -182,7 +182,7 @@ def step_view(rule: Any, state: Any, treedef: Any, xs: list, gs: list) -> tuple[
 
 def tree_update(ts: TreeState, entries: list, step: Any = step_view) -> tuple[Any, list] | None:
     """The step of a `TreeState` from `entries` `[(part, x, g, slots)]` (one per distinct array, as
-    `tree._collect` gives them; `step` is `step_view` or a compiled form of it):
+    `matching._collect` gives them; `step` is `step_view` or a compiled form of it):
     `((leaves, statedef), [(new_x, slots)])`, the new flat optax state
     and arrays, or None when nothing changes."""
     if ts.frozen:

@@ -131,7 +131,8 @@ def _on(x, mesh: Mesh) -> bool:
 def _follow(opt_state: Any, model: Any, mesh: Mesh, only_new: bool = False) -> None:
     """Place the arrays of an optimiser state on `mesh`: a moment shaped like its parameter gets the
     parameter's sharding, anything else is replicated. `only_new` leaves arrays already on `mesh`."""
-    from ..optimise.tree import ImplicitState, Leaf
+    from ..optimise.implicit import ImplicitState
+    from ..optimise.leaf import Leaf
     from ..zygote import Tangent
 
     rep = NamedSharding(mesh, P())

@@ -8,10 +8,9 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
-from ..core.layer import LAYER_TYPES, bump, is_array
-from ..core.walk import NUMBER_TYPES, OPAQUE_TYPES, SAFE_NODES, is_visited
+from ..core.layer import bump, is_array
+from ..core.walk import SAFE_NODES, rebuild
 
 
 class Tangent:
@@ -79,42 +78,16 @@ SAFE_NODES.add(Tangent)  # its fields change only through __setattr__, which bum
 
 
 def _rebuild(box: list, grads_by_leaf: list) -> tuple:
-    """Mirror `walk(box)`: put each leaf's gradient where the leaf was, `Tangent` for layers."""
-    it = iter(grads_by_leaf)
-    memo: dict[int, Tangent | None] = {}
+    """Mirror `walk(box)`: put each leaf's gradient where the leaf was, `Tangent` for layers, `None`
+    for what the walk keeps static and for a layer or container that no gradient reached (Zygote's
+    `nothing`). The walk's own `rebuild`, with Tangents for layers."""
+    return tuple(rebuild(box, grads_by_leaf, layer=_tangent_of, static=_nothing, prune=True))
 
-    def build(v, numbers):
-        t = type(v)
-        if t in LAYER_TYPES:
-            if id(v) in memo:
-                return memo[id(v)]
-            fields: dict[str, Any] = {}
-            memo[id(v)] = tan = Tangent(t, fields)
-            for name, e in v.__dict__.items():
-                fields[name] = build(e, False) if is_visited(e) else None
-            if all(g is None for g in fields.values()):  # no gradient reached it: Zygote's `nothing`
-                memo[id(v)] = tan = None
-            return tan
-        if isinstance(v, (jax.Array, np.ndarray)) or (numbers and isinstance(v, NUMBER_TYPES)):
-            return next(it)
-        if v is None:
-            return None
-        if t is list:
-            items = [build(e, numbers) for e in v]
-            return None if all(g is None for g in items) else items
-        if t is dict:
-            res = {k: build(v[k], numbers) for k in sorted(v)}
-            return None if all(g is None for g in res.values()) else {k: res[k] for k in v}
-        if isinstance(v, tuple):
-            items = [build(e, numbers) for e in v]
-            if all(g is None for g in items):
-                return None
-            return t(*items) if hasattr(v, "_fields") else tuple(items)
-        if isinstance(v, NUMBER_TYPES) or isinstance(v, OPAQUE_TYPES):
-            return None
-        sub, treedef = jax.tree_util.tree_flatten(v, is_leaf=lambda z: type(z) in LAYER_TYPES)
-        if treedef.num_leaves == 1 and treedef.num_nodes == 1 and sub and sub[0] is v:
-            return None
-        return treedef.unflatten([build(e, numbers) for e in sub])
 
-    return tuple(build(v, True) for v in box)
+def _tangent_of(obj: Any) -> tuple[Tangent, dict]:
+    fields: dict[str, Any] = {}
+    return Tangent(type(obj), fields), fields
+
+
+def _nothing(_: Any) -> None:
+    return None

@@ -1,0 +1,78 @@
+"""Plain objects (no `@layer`) among a model's values: which of them hold layers or float arrays.
+
+Flux walks any struct; fluxjax walks layers, so the walk keeps a plain object static. `fluxjax.jit`
+walks a plain object that a function reads and that holds layers (a trainer's `.model`); `gradient`,
+`params`, `setup` and `trainables` refuse one that holds parameters, rather than leave its arrays
+silently without a gradient or an update.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+import jax
+import numpy as np
+
+from .layer import LAYER_TYPES, is_float_array
+
+
+def _plain_holding_layer(v) -> bool:
+    """A plain object (an instance `__dict__`; fluxjax's own classes and classes keyed by
+    `__fluxjax_key__` excepted) with a layer among its fields: a `types.SimpleNamespace`, a trainer."""
+    d = getattr(v, "__dict__", None)
+    t = type(v)
+    return (type(d) is dict and not isinstance(v, (type, types.ModuleType)) and not hasattr(t, "__fluxjax_key__")
+            and t.__module__.partition(".")[0] != "fluxjax" and any(_holds_layer(e) for e in d.values()))
+
+
+def plain_with_parameters(v) -> bool:
+    """A plain object (an instance `__dict__`, no `@layer`; fluxjax's own classes excepted) with a float
+    array or a layer among its fields (or in a list/tuple/dict field). Flux walks any struct; fluxjax
+    walks layers only, so such an object is refused where it would silently get no gradient."""
+    d = getattr(v, "__dict__", None)
+    t = type(v)
+    if type(d) is not dict or isinstance(v, (type, types.ModuleType, types.FunctionType, types.MethodType)):
+        return False
+    if hasattr(t, "__fluxjax_key__") or t.__module__.partition(".")[0] in ("fluxjax", "jax", "optax", "numpy"):
+        return False
+    return any(_holds_param(e, 2) for e in d.values())
+
+
+def find_plain(v, pytrees: bool = False) -> Any:
+    """The first `plain_with_parameters` object in `v` or in its lists, tuples and dicts (not inside
+    layers), or None. With `pytrees`, also a pytree node of another library (a `flax.nnx.Module`) with
+    float arrays among its leaves."""
+    t = type(v)
+    if t in (list, tuple, dict) or isinstance(v, tuple):
+        for e in (v.values() if t is dict else v):
+            found = find_plain(e, pytrees)
+            if found is not None:
+                return found
+        return None
+    if t in LAYER_TYPES or v is None or isinstance(v, (jax.Array, np.ndarray)):
+        return None
+    if plain_with_parameters(v):
+        return v
+    if pytrees and t.__module__.partition(".")[0] != "fluxjax":
+        leaves = jax.tree_util.tree_leaves(v)
+        if not (len(leaves) == 1 and leaves[0] is v) and any(is_float_array(e) for e in leaves):
+            return v
+    return None
+
+
+def _holds_param(v, depth) -> bool:
+    t = type(v)
+    if t in LAYER_TYPES or is_float_array(v):
+        return True
+    if depth and t in (list, tuple, dict):
+        return any(_holds_param(e, depth - 1) for e in (v.values() if t is dict else v))
+    return False
+
+
+def _holds_layer(v) -> bool:
+    if type(v) in LAYER_TYPES:
+        return True
+    if type(v) in (list, tuple, dict):
+        return any(_holds_layer(e) for e in (v.values() if type(v) is dict else v))
+    return False

@@ -1,0 +1,134 @@
+"""The implicit (Flux 0.13) style of `update_(rule, params(m), gs)`: the optimiser state is kept
+per `Params`, and remembered by the rule per parameter."""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+import jax
+
+from ..core.layer import layer
+from ..core.region import commit
+from ..core.sharing import sharing
+from ..core.walk import Slot
+from ..zygote import Grads, Params
+from .rulestep import _rules_step, cached_step_view
+from .wholetree import as_transform, is_whole_tree
+
+
+@layer(trainable=())
+class ImplicitState:
+    """Optimiser states for the entries of a `Params`, kept with the `Params` (one per rule).
+
+    `previous`: for each entry, the state that the same rule kept for the same parameter under an earlier
+    `Params` (Flux 0.13 keeps a rule's state in an `IdDict` keyed by the array; here by where the array
+    lives, since every update makes a new array), or `None` for a fresh one."""
+
+    def __init__(self, rule, ps: Params, previous: list | None = None):
+        self.rule = rule
+        self.n = len(ps)
+        self.statedef = None
+        with sharing():
+            if is_whole_tree(rule):  # one optax state for the tuple of the arrays of `ps`, kept flat
+                if previous is not None and previous[0] is not None:
+                    self.states, self.statedef = [previous[0][0]], previous[0][1]
+                else:
+                    leaves, self.statedef = jax.tree_util.tree_flatten(as_transform(rule).init(tuple(ps)))
+                    self.states = [tuple(leaves)]
+            else:
+                prev = previous or [None] * self.n
+                self.states = [rule.init(x) if p is None else p for x, p in zip(ps, prev)]
+
+
+_MEMORY = "_fluxjax_implicit_states"  # a rule's memory of its states per parameter, in the rule's __dict__
+
+
+def _entry_key(e) -> tuple:
+    """Where a parameter lives (its first slot), which outlasts the array: an update makes a new array
+    and rebinds it there. A parameter that no slot holds is known by the array itself."""
+    if e.slots:
+        return e.slots[0].ident()
+    return ("array", id(e.array))
+
+
+def _anchor(e) -> Any:
+    """The object that `_entry_key` names by id, kept (weakly when it can be) so that a key whose object
+    is gone, and whose id is reused, is not mistaken for it."""
+    owner = e.slots[0].owner if e.slots else e.array
+    try:
+        return weakref.ref(owner)
+    except TypeError:  # lists, dicts, jax arrays: held
+        return lambda: owner
+
+
+def _remembered(rule, ps: Params) -> list | None:
+    """The states `rule` kept for the parameters of `ps` under earlier `Params`, as `ImplicitState`'s
+    `previous`; `None` when the rule cannot hold a memory or remembers none of them."""
+    memory = getattr(rule, "__dict__", {}).get(_MEMORY)
+    if not memory:
+        return None
+    entries = ps._entries
+    if is_whole_tree(rule):
+        hit = memory.get(tuple(_entry_key(e) for e in entries))
+        if hit is None or any(a() is not (e.slots[0].owner if e.slots else e.array) for a, e in zip(hit[0], entries)):
+            return None
+        holder = hit[1]
+        return [(holder.states[0], holder.statedef)]
+    out, found = [], False
+    for e in entries:
+        hit = memory.get(_entry_key(e))
+        x = e.value()
+        if hit is not None and hit[0]() is (e.slots[0].owner if e.slots else e.array) and hit[3] == (x.shape, x.dtype):
+            out.append(hit[1].states[hit[2]])
+            found = True
+        else:
+            out.append(None)
+    return out if found else None
+
+
+def _remember(rule, ps: Params, holder: ImplicitState) -> None:
+    d = getattr(rule, "__dict__", None)
+    if d is None:
+        return
+    memory = d.setdefault(_MEMORY, {})
+    if is_whole_tree(rule):
+        memory[tuple(_entry_key(e) for e in ps._entries)] = ([_anchor(e) for e in ps._entries], holder)
+        return
+    for i, e in enumerate(ps._entries):
+        x = e.value()
+        memory[_entry_key(e)] = (_anchor(e), holder, i, (x.shape, x.dtype))
+
+
+def _implicit_holder(rule, ps: Params) -> ImplicitState:
+    """The optimiser state of `rule` for `ps`: kept with `ps`, and remembered by the rule per parameter,
+    so that `update_(rule, params(m), gs)` with `params(m)` built anew at every step (Flux 0.13's
+    loops) goes on with the same momentum, as Flux's rules keep theirs in an `IdDict`."""
+    holders = ps.__dict__.setdefault("_opt_states", {})
+    h = holders.get(id(rule))
+    if h is None or h.rule is not rule or h.n != len(ps):
+        h = holders[id(rule)] = ImplicitState(rule, ps, _remembered(rule, ps))
+        _remember(rule, ps, h)
+    return h
+
+
+def implicit_update_(holder: ImplicitState, ps: Params, gs: Grads) -> None:
+    rule = holder.rule
+    if holder.statedef is not None:  # a whole-tree rule: the view is the tuple of the arrays
+        xs = tuple(e.value() for e in ps._entries)
+        state = holder.statedef.unflatten(holder.states[0])
+        res = cached_step_view(rule, state, jax.tree_util.tree_structure(xs), list(xs), list(gs))
+        if res is not None:
+            leaves, statedef = jax.tree_util.tree_flatten(res[0])
+            if statedef != holder.statedef:
+                commit(Slot(holder, "statedef", True), statedef)
+            commit(Slot(holder.states, 0, False), tuple(leaves))
+            for e, new_x in zip(ps._entries, res[1]):
+                e.set(new_x)
+        return
+    todo = [(i, e, g) for i, (e, g) in enumerate(zip(ps._entries, gs)) if g is not None]
+    xs = [e.value() for _, e, _ in todo]
+    states, new_xs = _rules_step([rule] * len(todo), [holder.states[i] for i, _, _ in todo], xs, [g for _, _, g in todo])
+    for (i, e, _), new, new_x in zip(todo, states, new_xs):
+        commit(Slot(holder.states, i, False), new)
+        e.set(new_x)
