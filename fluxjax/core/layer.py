@@ -333,7 +333,16 @@ def state_fields(x: Any) -> tuple[str, ...]:
 
 
 def children(x: Any) -> dict[str, Any]:
-    """The child fields of a layer (arrays, sub-layers, containers of them), Functors' `children`."""
+    """The child fields of a layer (arrays, sub-layers, containers of them), Functors' `children`.
+
+    ```python
+    >>> list(children(Dense(2, 3)))
+    ['weight', 'bias']
+    >>> list(children(BatchNorm(2)))
+    ['beta', 'gamma', 'mu', 'sigma2']
+
+    ```
+    """
     if not is_layer(x):
         return {}
     return {k: v for k, v in x.__dict__.items() if has_dynamic(v)}
@@ -359,7 +368,16 @@ def with_fields(x: Any, new: dict[str, Any]) -> Any:
 
 
 def trainable(x: Any) -> dict[str, Any]:
-    """The fields an optimiser updates: Flux's `trainable(m)` (children minus state, or `trainable=`)."""
+    """The fields an optimiser updates: Flux's `trainable(m)` (children minus state, or `trainable=`).
+
+    ```python
+    >>> list(trainable(Dense(2, 3)))
+    ['weight', 'bias']
+    >>> list(trainable(BatchNorm(2)))   # its running statistics are state, not trainable
+    ['beta', 'gamma']
+
+    ```
+    """
     if not is_layer(x):
         return {}
     names = getattr(type(x), "__fluxjax_trainable__", None)
