@@ -285,13 +285,22 @@ def layer(cls=None, *, trainable: tuple[str, ...] | None = None, state: tuple[st
     """Class decorator making a user class a Flux layer (Flux's `@layer`).
 
     ```python
-    @fluxjax.layer
-    class Affine:
-        def __init__(self, n):
-            self.W = fluxjax.glorot_uniform(n, n)
-            self.b = fluxjax.zeros32(n)
-        def __call__(self, x):
-            return self.W @ x + self.b[:, None]
+    >>> @fluxjax.layer
+    ... class Affine:
+    ...     def __init__(self, n):
+    ...         self.W = fluxjax.glorot_uniform(n, n)
+    ...         self.b = fluxjax.zeros32(n)
+    ...     def __call__(self, x):
+    ...         return self.W @ x + self.b[:, None]
+    >>> a = Affine(2)
+    >>> a(jnp.ones((2, 5))).shape
+    (2, 5)
+    >>> g = gradient(lambda m: jnp.sum(m(jnp.ones((2, 5)))), a)[0]   # a gradient shaped like the layer
+    >>> g.b
+    Array([5., 5.], dtype=float32)
+    >>> list(trainable(a))
+    ['W', 'b']
+
     ```
 
     `trainable=("W",)` restricts what optimisers update (Flux's `trainable=`); `state=(...)` names fields

@@ -91,6 +91,15 @@ def dot_product_attention_scores(
 
     Returns `alpha` of shape `(kv_len, q_len, nheads, batch...)`: `softmax(k'q / sqrt(d) + bias)` over
     axis 0, with `mask == False` entries set to `-Inf` first, then `fdrop` applied.
+
+    ```python
+    >>> q = k = jnp.ones((4, 2, 3, 1))   # (d, nheads, length, batch)
+    >>> dot_product_attention_scores(q, k).shape
+    (3, 3, 2, 1)
+    >>> dot_product_attention_scores(q, k)[:, 0, 0, 0]
+    Array([0.33333334, 0.33333334, 0.33333334], dtype=float32)
+
+    ```
     """
     q, k = _float(q), _float(k)
     d = q.shape[0]
@@ -126,6 +135,16 @@ def dot_product_attention(
 
     Returns `(y, alpha)` with `y` of size `(v_dim, q_len, batch...)` and `alpha` of size
     `(kv_len, q_len, nheads, batch...)`. Size mismatches raise `DimensionMismatch` (a `ValueError`).
+
+    ```python
+    >>> q = k = v = jnp.ones((8, 5, 2))   # (dim, length, batch)
+    >>> y, alpha = dot_product_attention(q, k, v, nheads=2)
+    >>> y.shape, alpha.shape   # alpha: (kv_len, q_len, nheads, batch)
+    ((8, 5, 2), (5, 5, 2, 2))
+    >>> float(alpha[0, 0, 0, 0])   # equal keys: uniform weights 1/5
+    0.2
+
+    ```
     """
     q, k, v = _float(q), _float(k), _float(v)
     _check(q, k, v, nheads)
