@@ -107,7 +107,17 @@ def istft(y: jax.typing.ArrayLike, *, n_fft: int, hop_length: int | None = None,
           original_length: int | None = None) -> jax.Array:
     """NNlib's inverse of `stft` with the same keywords: each frame is transformed back and divided by the
     window, and every time step is read from the first frame that covers it. Without
-    `original_length` the result may be a little shorter than the signal was."""
+    `original_length` the result may be a little shorter than the signal was.
+
+    ```python
+    >>> x = jnp.sin(jnp.arange(64.0) / 3)
+    >>> y = stft(x, n_fft=16, hop_length=4, window=hann_window(16))
+    >>> x2 = istft(y, n_fft=16, hop_length=4, window=hann_window(16), original_length=64)
+    >>> x2.shape, bool(jnp.allclose(x2, x, atol=1e-4))
+    ((64,), True)
+
+    ```
+    """
     y = jnp.asarray(y)
     hop = _hop(n_fft, hop_length)
     if y.ndim < 2:
