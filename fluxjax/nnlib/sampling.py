@@ -77,8 +77,6 @@ def grad_grid_sample(dy: jax.typing.ArrayLike, x: jax.typing.ArrayLike, grid: ja
     ```python
     >>> x = jnp.arange(4.0).reshape(2, 2, 1, 1)   # WHCN
     >>> grid = jnp.zeros((2, 1, 1, 1))   # (xy, W_out, H_out, N): sample the centre
-    >>> grid_sample(x, grid)[:, :, 0, 0]
-    Array([[1.5]], dtype=float32)
     >>> dx, dgrid = grad_grid_sample(jnp.ones((1, 1, 1, 1)), x, grid)
     >>> dx[:, :, 0, 0]   # the centre is the mean of the four pixels
     Array([[0.25, 0.25],

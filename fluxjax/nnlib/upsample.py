@@ -133,8 +133,6 @@ def upsample_bilinear(
 
     ```python
     >>> x = jnp.array([[1.0, 2.0], [3.0, 4.0]]).reshape(2, 2, 1, 1)   # WHCN
-    >>> upsample_bilinear(x, (2, 2)).shape
-    (4, 4, 1, 1)
     >>> upsample_bilinear(x, size=(3, 3))[:, :, 0, 0]
     Array([[1. , 1.5, 2. ],
            [2. , 2.5, 3. ],
