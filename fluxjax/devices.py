@@ -43,15 +43,7 @@ def f32(m: Any) -> Any:
 
 
 def f64(m: Any) -> Any:
-    """Convert every float array in `m` to float64. Needs `jax.config.update("jax_enable_x64", True)`.
-
-    ```python
-    >>> with jax.enable_x64(True): m = f64(Dense(2, 3))
-    >>> m.weight.dtype
-    dtype('float64')
-
-    ```
-    """
+    """Convert every float array in `m` to float64. Needs `jax.config.update("jax_enable_x64", True)`."""
     if not jax.config.jax_enable_x64:
         raise RuntimeError("f64: float64 needs jax_enable_x64; call jax.config.update('jax_enable_x64', True) first")
     return fmap(_cast(jnp.float64), m)

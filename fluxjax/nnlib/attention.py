@@ -93,11 +93,12 @@ def dot_product_attention_scores(
     axis 0, with `mask == False` entries set to `-Inf` first, then `fdrop` applied.
 
     ```python
-    >>> q = k = jnp.ones((4, 2, 3, 1))   # (d, nheads, length, batch)
-    >>> dot_product_attention_scores(q, k).shape
-    (3, 3, 2, 1)
-    >>> dot_product_attention_scores(q, k)[:, 0, 0, 0]
-    Array([0.33333334, 0.33333334, 0.33333334], dtype=float32)
+    >>> q = k = jnp.ones((4, 2, 5, 2))   # (d, nheads, length, batch)
+    >>> alpha = dot_product_attention_scores(q, k)
+    >>> alpha.shape   # (kv_len, q_len, nheads, batch)
+    (5, 5, 2, 2)
+    >>> alpha[:, 0, 0, 0]   # equal keys: uniform weights
+    Array([0.2, 0.2, 0.2, 0.2, 0.2], dtype=float32)
 
     ```
     """
