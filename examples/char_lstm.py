@@ -12,7 +12,8 @@ one character at a time, carrying its `(h, c)` state.
 Expect the held-out loss to fall from log(103) = 4.63 (uniform) to 1.78 after one epoch and about 1.37 nats
 per character after four (63.7% of next characters right), then a 300-character sample; about 1.5 minutes
 on 2 cores. It asserts the loss ends below 0.4·log(vocab).
-Run: python examples/char_lstm.py [--epochs 4] [--quick]   (or FLUXJAX_EXAMPLE_QUICK=1)
+With matplotlib installed it saves the held-out loss/accuracy curves (`--plot PATH`, default char_lstm_curves.png).
+Run: python examples/char_lstm.py [--epochs 4] [--quick] [--plot PATH]   (or FLUXJAX_EXAMPLE_QUICK=1)
 """
 
 import argparse
@@ -27,6 +28,8 @@ import numpy as np
 import fluxjax as Flux
 from fluxjax.losses import logitcrossentropy
 
+from curves import save_curves  # examples/curves.py: matplotlib optional
+
 # Base.@kwdef mutable struct Args; lr = 1e-2; seqlen = 50; batchsz = 50; epochs = 3; testpercent = .05; end
 parser = argparse.ArgumentParser()
 parser.add_argument("--lr", type=float, default=1e-2)
@@ -36,6 +39,8 @@ parser.add_argument("--hidden", type=int, default=128)
 parser.add_argument("--epochs", type=int, default=4)
 parser.add_argument("--testpercent", type=float, default=0.10)
 parser.add_argument("--quick", action="store_true", default=os.environ.get("FLUXJAX_EXAMPLE_QUICK") == "1")
+parser.add_argument("--plot", default="char_lstm_curves.png",
+                    help="where to save the loss/accuracy curves as a PNG, if matplotlib is installed ('' for none)")
 args = parser.parse_args()
 
 Flux.seed_(0)
@@ -90,11 +95,18 @@ baseline = math.log(N)
 print(f"uniform baseline: log({N}) = {baseline:.3f} nats per character")
 
 t0 = time.time()
+history = {"loss": [], "accuracy": []}
 for epoch in range(1, epochs + 1):
     Flux.train_(loss, model, train_loader, opt_state)                   # Flux.train!(loss, model, zip(trainX, trainY), opt_state)
     test_loss, test_acc = (float(v) for v in loss_and_accuracy(model, testX, testY))
+    history["loss"].append(test_loss)
+    history["accuracy"].append(test_acc)
     print(f"epoch {epoch}  held-out loss {test_loss:.4f} nats/char  next-char accuracy {test_acc:.3f}  "
           f"({time.time() - t0:.1f} s)")
+
+if save_curves(args.plot, range(1, epochs + 1), {"held-out loss (nats/char)": {"held-out": history["loss"]},
+                                                "next-char accuracy": {"held-out": history["accuracy"]}}):
+    print(f"saved the curves to {args.plot}")
 
 
 @Flux.jit

@@ -2,7 +2,7 @@
 
 The model-zoo shape of Flux's `conv_mnist`, on data that ships with scikit-learn (1,797 images, no
 download). Images are WHCN `(8, 8, 1, N)`, labels one-hot `(10, N)`, exactly as in Flux.
-Run: python examples/digits_cnn.py [--epochs 15] [--devices all]
+Run: python examples/digits_cnn.py [--epochs 15] [--devices all] [--plot digits_cnn_curves.png]
 
 `--devices all` (or a number) trains data parallel on every local device: the model is replicated and
 each batch is split along its last axis (`fluxjax.parallel`). To try it on a CPU, simulate devices:
@@ -12,7 +12,6 @@ e.g. a TPU pod slice): it calls `parallel.initialize()` and each process trains 
 """
 
 import argparse
-import importlib.util
 import time
 
 import jax
@@ -22,6 +21,8 @@ from sklearn.datasets import load_digits
 import fluxjax as Flux
 from fluxjax import parallel
 from fluxjax.losses import logitcrossentropy
+
+from curves import save_curves  # examples/curves.py: matplotlib optional
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--epochs", type=int, default=15)
@@ -88,21 +89,8 @@ for epoch in range(1, args.epochs + 1):
         curves[k].append(v)
     print(f"epoch {epoch:2d}  loss {lo:.4f}  train acc {tr:.3f}  test acc {te:.3f}  ({time.time() - t0:.1f} s)")
 
-if args.plot and importlib.util.find_spec("matplotlib") is not None:  # optional: pip install fluxjax[plot]
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(7, 2.6), dpi=80)
-    ax1.plot(curves["epoch"], curves["loss"], marker=".")
-    ax1.set(xlabel="epoch", ylabel="training loss", yscale="log")
-    ax2.plot(curves["epoch"], curves["train"], marker=".", label="train")
-    ax2.plot(curves["epoch"], curves["test"], marker=".", label="test")
-    ax2.set(xlabel="epoch", ylabel="accuracy")
-    ax2.legend()
-    fig.tight_layout()
-    fig.savefig(args.plot)
+if save_curves(args.plot, curves["epoch"], {"training loss": {"train": curves["loss"]},
+                                          "accuracy": {"train": curves["train"], "test": curves["test"]}}):
     print(f"saved the curves to {args.plot}")
 
 final = accuracy(model, x_test, y_test)

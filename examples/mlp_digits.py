@@ -5,7 +5,8 @@ with scikit-learn (no download) become 64 × batch, flattened from WHCN with `Fl
 column-major order, labels one-hot `(10, N)`. Adam, a shuffling DataLoader, a compiled training step
 (`Flux.jit` over `gradient` + `update_`), and `onecold` accuracy, as in the zoo.
 Expect the test accuracy to pass 90% by epoch 4 and end at about 97% after 20 epochs (it asserts >= 95%).
-Run: python examples/mlp_digits.py [--epochs 20] [--quick]   (or FLUXJAX_EXAMPLE_QUICK=1)
+With matplotlib installed it saves the loss/accuracy curves (`--plot PATH`, default mlp_digits_curves.png).
+Run: python examples/mlp_digits.py [--epochs 20] [--quick] [--plot PATH]   (or FLUXJAX_EXAMPLE_QUICK=1)
 """
 
 import argparse
@@ -19,12 +20,16 @@ from sklearn.datasets import load_digits
 import fluxjax as Flux
 from fluxjax.losses import logitcrossentropy
 
+from curves import save_curves  # examples/curves.py: matplotlib optional
+
 # Base.@kwdef mutable struct Args; η = 3e-4; batchsize = 256; epochs = 10; end
 parser = argparse.ArgumentParser()
 parser.add_argument("--eta", type=float, default=3e-3)
 parser.add_argument("--batchsize", type=int, default=64)
 parser.add_argument("--epochs", type=int, default=20)
 parser.add_argument("--quick", action="store_true", default=os.environ.get("FLUXJAX_EXAMPLE_QUICK") == "1")
+parser.add_argument("--plot", default="mlp_digits_curves.png",
+                    help="where to save the loss/accuracy curves as a PNG, if matplotlib is installed ('' for none)")
 args = parser.parse_args()
 if args.quick:
     args.epochs = 2
@@ -77,14 +82,20 @@ def step(model, opt_state, x, y):
 
 
 t0 = time.time()
+history = {"train_loss": [], "test_loss": [], "train_acc": [], "test_acc": []}
 for epoch in range(1, args.epochs + 1):
     for x, y in train_loader:
         step(model, opt_state, x, y)
     train_loss, train_acc = loss_and_accuracy(train_loader, model)
     test_loss, test_acc = loss_and_accuracy(test_loader, model)
+    for k, v in zip(history, (train_loss, test_loss, train_acc, test_acc)):
+        history[k].append(v)
     print(f"epoch {epoch:2d}  train_loss {train_loss:.4f}  train_accuracy {train_acc:.3f}  "
           f"test_loss {test_loss:.4f}  test_accuracy {test_acc:.3f}  ({time.time() - t0:.1f} s)")
 
+if save_curves(args.plot, range(1, args.epochs + 1), {"loss": {"train": history["train_loss"], "test": history["test_loss"]},
+                                                    "accuracy": {"train": history["train_acc"], "test": history["test_acc"]}}):
+    print(f"saved the curves to {args.plot}")
 print(f"final test accuracy: {test_acc:.1%}")
 floor = 0.60 if args.quick else 0.95
 assert test_acc >= floor, f"expected at least {floor:.0%} test accuracy, got {test_acc:.1%}"

@@ -12,7 +12,8 @@ train_, and state/loadmodel_. The rules of the translation:
   returns 0-based indices; `nothing` -> `None`; `μ`, `σ²` fields -> `mu`, `sigma2`.
 - Shapes are Flux's: WHCN images, `(out, in)` weights, features × batch.
 Expect the test accuracy to reach about 96% after 12 epochs (it asserts >= 93%) and the reloaded model to agree.
-Run: python examples/porting_guide.py [--epochs 12] [--quick]   (or FLUXJAX_EXAMPLE_QUICK=1)
+With matplotlib installed it saves the loss/accuracy curves (`--plot PATH`, default porting_guide_curves.png).
+Run: python examples/porting_guide.py [--epochs 12] [--quick] [--plot PATH]   (or FLUXJAX_EXAMPLE_QUICK=1)
 """
 
 import argparse
@@ -33,9 +34,13 @@ import fluxjax as Flux
 from fluxjax import DataLoader, onecold, onehotbatch
 from fluxjax.losses import logitcrossentropy
 
+from curves import save_curves  # examples/curves.py: matplotlib optional
+
 parser = argparse.ArgumentParser()
 parser.add_argument("--epochs", type=int, default=12)
 parser.add_argument("--quick", action="store_true", default=os.environ.get("FLUXJAX_EXAMPLE_QUICK") == "1")
+parser.add_argument("--plot", default="porting_guide_curves.png",
+                    help="where to save the loss/accuracy curves as a PNG, if matplotlib is installed ('' for none)")
 args = parser.parse_args()
 
 # Random.seed!(0)
@@ -102,17 +107,24 @@ def step(model, opt_state, x, y):
 
 
 t0 = time.time()
+losses, accs = [], []                                                # (for the curves: one value per epoch)
 # for epoch in 1:epochs
 for epoch in range(1, epochs + 1):
     # for (x, y) in loader
+    batch_losses = []
     for x, y in loader:
-        step(model, opt_state, x, y)
+        batch_losses.append(step(model, opt_state, x, y))
+    losses.append(float(jnp.mean(jnp.stack(batch_losses))))          # the epoch's mean training loss
     # testmode!(model)
     Flux.testmode_(model)
     # @info "epoch" epoch acc = accuracy(model, x_test, y_test)
-    print(f"epoch {epoch}  test accuracy {accuracy(model, x_test, y_test):.3f}  ({time.time() - t0:.1f} s)")
+    accs.append(accuracy(model, x_test, y_test))
+    print(f"epoch {epoch}  test accuracy {accs[-1]:.3f}  ({time.time() - t0:.1f} s)")
     # testmode!(model, :auto)
     Flux.testmode_(model, "auto")
+# (optional: the loss/accuracy curves as a PNG, when matplotlib is installed)
+if save_curves(args.plot, range(1, epochs + 1), {"training loss": {"train": losses}, "accuracy": {"test": accs}}):
+    print(f"saved the curves to {args.plot}")
 
 # gs = gradient(m -> loss(m, x_test, y_test), model)
 gs = Flux.gradient(lambda m: loss(m, x_test, y_test), model)

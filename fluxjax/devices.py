@@ -29,7 +29,16 @@ def _cast(dtype):
 
 
 def f32(m: Any) -> Any:
-    """Convert every float array in `m` to float32 (integer arrays and RNG keys are left alone)."""
+    """Convert every float array in `m` to float32 (integer arrays and RNG keys are left alone).
+
+    ```python
+    >>> f32(np.ones(2))
+    Array([1., 1.], dtype=float32)
+    >>> f32(f16(Dense(2, 3))).weight.dtype
+    dtype('float32')
+
+    ```
+    """
     return fmap(_cast(jnp.float32), m)
 
 
@@ -50,19 +59,41 @@ def _half(m: Any, dtype) -> Any:
 
 def f16(m: Any) -> Any:
     """Convert the float arrays in `m` to float16 (Flux's `f16`); normalisation layers other than
-    `LayerNorm` stay float32 (mixed precision, as Flux)."""
+    `LayerNorm` stay float32 (mixed precision, as Flux).
+
+    ```python
+    >>> f16(Dense(2, 3)).weight.dtype
+    dtype('float16')
+
+    ```
+    """
     return _half(m, jnp.float16)
 
 
 def bf16(m: Any) -> Any:
     """Convert the float arrays in `m` to bfloat16 (Flux's `bf16`); normalisation layers other than
     `LayerNorm` stay float32 (mixed precision, as Flux). Same exponent range as float32, 8 bits of
-    mantissa: `bf16(jnp.array([1, 1.5, -2.25, 96.]))` is exact."""
+    mantissa: `bf16(jnp.array([1, 1.5, -2.25, 96.]))` is exact.
+
+    ```python
+    >>> bf16(Dense(2, 3)).weight.dtype
+    dtype(bfloat16)
+
+    ```
+    """
     return _half(m, jnp.bfloat16)
 
 
 def cpu(m: Any) -> Any:
-    """Move every array in `m` to the first CPU device."""
+    """Move every array in `m` to the first CPU device.
+
+    ```python
+    >>> m = cpu(Dense(2, 3))
+    >>> m.weight.devices() == {jax.devices('cpu')[0]}
+    True
+
+    ```
+    """
     dev = jax.devices("cpu")[0]
     return fmap(lambda x: jax.device_put(x, dev) if is_array(x) else x, m)
 
@@ -118,7 +149,14 @@ class AbstractDevice:
 
 
 class CPUDevice(AbstractDevice):
-    """MLDataDevices' `CPUDevice`: `cpu_device()`; `CPUDevice()(x)` is `cpu(x)`."""
+    """MLDataDevices' `CPUDevice`: `cpu_device()`; `CPUDevice()(x)` is `cpu(x)`.
+
+    ```python
+    >>> CPUDevice()(Dense(2, 3)).weight.shape
+    (3, 2)
+
+    ```
+    """
 
     def __init__(self):
         self.device = jax.devices("cpu")[0]
@@ -133,7 +171,17 @@ class AcceleratorDevice(AbstractDevice):
 
 
 def cpu_device() -> CPUDevice:
-    """MLDataDevices' `cpu_device()`: a `CPUDevice`, callable on a model or array."""
+    """MLDataDevices' `cpu_device()`: a `CPUDevice`, callable on a model or array.
+
+    ```python
+    >>> dev = cpu_device()
+    >>> dev
+    CPUDevice(cpu:0)
+    >>> dev(jnp.ones(2)).devices() == {jax.devices('cpu')[0]}
+    True
+
+    ```
+    """
     return CPUDevice()
 
 
@@ -166,6 +214,14 @@ def get_device(x: Any = _NO_ARG, idx: int = 0, *, verbose: bool = False) -> Abst
     `get_device()` is `gpu_device()` (the CPU device, with a warning, when JAX sees no accelerator), and
     `get_device(backend, idx=0)` with a backend name is `cpu_device()` for `"CPU"`, else
     `gpu_device(idx, force=True)` (`idx` is 0-based, as Flux's).
+
+    ```python
+    >>> get_device(cpu(Dense(2, 3)))
+    CPUDevice(cpu:0)
+    >>> get_device(np.zeros(3)), get_device([1, 2])   # NumPy is the CPU; no arrays: None
+    (CPUDevice(cpu:0), None)
+
+    ```
     """
     if x is _NO_ARG:
         _warn_once("get_device()", "get_device() is deprecated. Use `gpu_device()` instead.", DeprecationWarning)
@@ -194,7 +250,16 @@ def get_device(x: Any = _NO_ARG, idx: int = 0, *, verbose: bool = False) -> Abst
 
 def get_device_type(x: Any) -> type | None:
     """MLDataDevices' `get_device_type(x)`: the class of `get_device(x)` (`CPUDevice` or
-    `AcceleratorDevice`), `None` when `x` holds no arrays."""
+    `AcceleratorDevice`), `None` when `x` holds no arrays.
+
+    ```python
+    >>> get_device_type(cpu(Dense(2, 3)))
+    <class 'fluxjax.devices.CPUDevice'>
+    >>> get_device_type(np.zeros(3)) is CPUDevice
+    True
+
+    ```
+    """
     dev = get_device(x)
     return None if dev is None else type(dev)
 
@@ -202,7 +267,15 @@ def get_device_type(x: Any) -> type | None:
 def default_device_rng(dev: AbstractDevice) -> jax.Array:
     """MLDataDevices' `default_device_rng(dev)`: the next key of the global stream (`seed_`), placed on
     `dev`. JAX has one kind of key for every device, so this is where a Flux script's device RNG goes:
-    an initialiser's or a layer's `rng=` (`glorot_uniform(3, 4, rng=default_device_rng(dev))`)."""
+    an initialiser's or a layer's `rng=` (`glorot_uniform(3, 4, rng=default_device_rng(dev))`).
+
+    ```python
+    >>> key = default_device_rng(cpu_device())
+    >>> glorot_uniform(3, 4, rng=key).shape
+    (3, 4)
+
+    ```
+    """
     if not isinstance(dev, AbstractDevice):
         raise TypeError(f"default_device_rng expects a device from cpu_device()/gpu_device(), got {type(dev).__name__}")
     return jax.device_put(next_key(), dev.device)
@@ -211,7 +284,15 @@ def default_device_rng(dev: AbstractDevice) -> jax.Array:
 def rng_from_array(x: Any) -> jax.Array:
     """Flux's `rng_from_array(x)`: `default_device_rng(get_device(x))`, the next key of the global stream
     on the device holding `x` (the CPU when `x` holds no arrays). Inside `gradient` or `jit`, where `x` is
-    traced, the key is a constant of the program, which places it with the rest."""
+    traced, the key is a constant of the program, which places it with the rest.
+
+    ```python
+    >>> key = rng_from_array(jnp.ones(3))
+    >>> jax.random.normal(key, (2,)).shape
+    (2,)
+
+    ```
+    """
     if any(isinstance(a, jax.core.Tracer) for a in jax.tree_util.tree_leaves(x)):
         return next_key()
     return default_device_rng(get_device(x) or CPUDevice())
@@ -221,7 +302,15 @@ class DeviceIterator:
     """MLDataDevices' `DeviceIterator(dev, iterator)`: iterating it moves each element (an array, a tuple
     of them, a model) to `dev` first, so a training loop reads batches already on the device:
     `for x, y in DeviceIterator(gpu_device(), DataLoader((X, Y), batchsize=64)): ...`. `dev(x)` is
-    `jax.device_put`, asynchronous, so the next batch's transfer overlaps the current step."""
+    `jax.device_put`, asynchronous, so the next batch's transfer overlaps the current step.
+
+    ```python
+    >>> data = DataLoader((jnp.ones((2, 10)), jnp.zeros(10)), batchsize=4)
+    >>> [x.shape for x, y in DeviceIterator(cpu_device(), data)]
+    [(2, 4), (2, 4), (2, 2)]
+
+    ```
+    """
 
     def __init__(self, dev: AbstractDevice, iterator: Any):
         if not isinstance(dev, AbstractDevice):

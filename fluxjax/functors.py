@@ -58,6 +58,16 @@ def fmap(f: Callable[[Any], Any], x: Any, *, exclude: Callable[[Any], bool] | No
     With `exclude`, a leaf may be any node (a layer, a tuple), which the walk, whose leaves are arrays,
     does not express: `fmap` then goes through layers, lists, tuples and dicts itself, by the walk's rules
     for ties (a layer or leaf reached twice is mapped once), dicts (insertion order kept) and namedtuples.
+
+    ```python
+    >>> m = Chain(Dense(2, 3), Dense(3, 1))
+    >>> m2 = fmap(lambda x: x.astype(jnp.float16), m)   # what f16(m) does
+    >>> m2[0].weight.dtype, m[0].weight.dtype
+    (dtype('float16'), dtype('float32'))
+    >>> fmap(jnp.sum, {'a': jnp.ones(3), 'b': (jnp.ones(2), 1)})
+    {'a': Array(3., dtype=float32), 'b': (Array(2., dtype=float32), 1)}
+
+    ```
     """
     if exclude is None:
         done: dict[int, Any] = {}  # a tied array is mapped once
@@ -111,7 +121,15 @@ def modules(x: Any) -> list[Any]:
     """Depth-first list of every layer and every container of layers or arrays in `x`, each once
     (Flux's `modules`, Functors' `fcollect` minus the leaves): `Chain(Dense(2, 3), Dense(3, 1))` gives
     the Chain, its `layers` tuple, then the two Dense layers. Tuples of only arrays or numbers count
-    as leaves, as in Flux. For layers only, filter: `[m for m in modules(model) if is_layer(m)]`."""
+    as leaves, as in Flux. For layers only, filter: `[m for m in modules(model) if is_layer(m)]`.
+
+    ```python
+    >>> m = Chain(Dense(2, 3), Dense(3, 1))
+    >>> [type(x).__name__ for x in modules(m)]
+    ['Chain', 'tuple', 'Dense', 'Dense']
+
+    ```
+    """
     out, seen = [], set()
 
     def go(v):

@@ -164,6 +164,16 @@ def nfan(*dims: int) -> tuple[int, int]:
     - `nfan(k..., cin, cout) == (prod(k) * cin, prod(k) * cout)` (conv kernel)
 
     A single tuple is accepted too: `nfan((100, 200)) == (200, 100)`.
+
+    ```python
+    >>> nfan(100, 200)   # a Dense weight (out, in)
+    (200, 100)
+    >>> nfan(3, 3, 16, 32)   # a Conv kernel (k, k, cin, cout)
+    (144, 288)
+    >>> nfan(5)
+    (1, 5)
+
+    ```
     """
     d = _dims_of(dims)
     if len(d) == 0:
@@ -409,12 +419,29 @@ def identity_init(*dims: int, rng: RNG = None, gain: float = 1.0, shift: int | t
 
 
 def zeros32(*dims: int) -> jax.Array:
-    """`zeros(Float32, dims...)`. `zeros32(2, 3).shape == (2, 3)`."""
+    """`zeros(Float32, dims...)`. `zeros32(2, 3).shape == (2, 3)`.
+
+    ```python
+    >>> zeros32(2)
+    Array([0., 0.], dtype=float32)
+    >>> zeros32(2, 3).dtype
+    dtype('float32')
+
+    ```
+    """
     return jnp.zeros(_dims_of(dims), _F32)
 
 
 def ones32(*dims: int) -> jax.Array:
-    """`ones(Float32, dims...)`. `ones32(2, 3).shape == (2, 3)`."""
+    """`ones(Float32, dims...)`. `ones32(2, 3).shape == (2, 3)`.
+
+    ```python
+    >>> ones32(2, 3)
+    Array([[1., 1., 1.],
+           [1., 1., 1.]], dtype=float32)
+
+    ```
+    """
     return jnp.ones(_dims_of(dims), _F32)
 
 

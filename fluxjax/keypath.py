@@ -88,7 +88,17 @@ def _path(kp: Any, fn: str) -> KeyPath:
 
 
 def getkeypath(x: Any, kp: KeyPath) -> Any:
-    """The value in `x` at the path `kp` (`KeyPath()` gives `x`)."""
+    """The value in `x` at the path `kp` (`KeyPath()` gives `x`).
+
+    ```python
+    >>> m = Chain(Dense(2, 3), Dense(3, 1))
+    >>> getkeypath(m, KeyPath('layers', 0, 'bias'))
+    Array([0., 0., 0.], dtype=float32)
+    >>> getkeypath(m, KeyPath()) is m
+    True
+
+    ```
+    """
     _path(kp, "getkeypath")
     for i, k in enumerate(kp.keys):
         if not _haskey(x, k):
@@ -98,7 +108,15 @@ def getkeypath(x: Any, kp: KeyPath) -> Any:
 
 
 def haskeypath(x: Any, kp: KeyPath) -> bool:
-    """Whether `x` has a value at the path `kp`."""
+    """Whether `x` has a value at the path `kp`.
+
+    ```python
+    >>> m = Chain(Dense(2, 3), Dense(3, 1))
+    >>> haskeypath(m, KeyPath('layers', 1, 'weight')), haskeypath(m, KeyPath('layers', 2))
+    (True, False)
+
+    ```
+    """
     _path(kp, "haskeypath")
     for k in kp.keys:
         if not _haskey(x, k):
@@ -109,7 +127,16 @@ def haskeypath(x: Any, kp: KeyPath) -> bool:
 
 def setkeypath_(x: Any, kp: KeyPath, v: Any) -> None:
     """Set the value in `x` at the path `kp` to `v` (Functors' `setkeypath!`): a layer's field, a list's
-    or dict's entry. Tuples and JAX arrays are immutable: set the field that holds them instead."""
+    or dict's entry. Tuples and JAX arrays are immutable: set the field that holds them instead.
+
+    ```python
+    >>> m = Chain(Dense(2, 3), Dense(3, 1))
+    >>> setkeypath_(m, KeyPath('layers', 0, 'bias'), jnp.ones(3))
+    >>> m[0].bias
+    Array([1., 1., 1.], dtype=float32)
+
+    ```
+    """
     if not _path(kp, "setkeypath_").keys:
         raise ValueError("setkeypath_: the empty KeyPath has nothing to set")
     y, k = getkeypath(x, kp[:-1]), kp.keys[-1]

@@ -2,11 +2,15 @@
 exits 0 and prints the lines a user is told to expect. The full runs, with the numbers the README
 quotes, are marked slow.
 
-The four quick runs start together: most of their time is XLA compilation and Python, one core each.
+The quick runs start together: most of their time is XLA compilation and Python, one core each. The
+scripts that train over epochs save their loss/accuracy curves (examples/curves.py) into a pytest tmp dir,
+never into the repository; one more run with `--plot ''` saves none.
 """
 
+import importlib.util
 import os
 import re
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -47,15 +51,23 @@ QUICK = {
 }
 
 
-def _start(script, quick):
+# the scripts that train over epochs and take `--plot PATH` (default `<script>_curves.png`, '' for none)
+PLOTS = ["mlp_digits.py", "char_lstm.py", "porting_guide.py"]
+HAVE_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
+
+
+def _start(script, quick, args=(), cwd=None):
     env = dict(os.environ)
     env.pop("FLUXJAX_EXAMPLE_QUICK", None)
-    argv = [sys.executable, str(EXAMPLES / script)]
+    # this checkout's fluxjax, from any working directory
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(EXAMPLES.parent), env.get("PYTHONPATH")) if p)
+    argv = [sys.executable, str(EXAMPLES / script), *args]
     if quick == "env":
         env["FLUXJAX_EXAMPLE_QUICK"] = "1"
     elif quick == "flag":
         argv.append("--quick")
-    return subprocess.Popen(argv, env=env, cwd=EXAMPLES.parent, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(argv, env=env, cwd=cwd or EXAMPLES.parent, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
 
 
 def _finish(proc, timeout):
@@ -75,9 +87,20 @@ def _match(out, pattern):
 
 
 @pytest.fixture(scope="module")
-def quick_runs():
-    procs = {script: _start(script, how) for script, (how, _) in QUICK.items()}
-    return {script: _finish(proc, timeout=600) for script, proc in procs.items()}
+def plot_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("curves")
+
+
+@pytest.fixture(scope="module")
+def quick_runs(plot_dir, tmp_path_factory):
+    procs = {script: _start(script, how, ("--plot", str(plot_dir / f"{script[:-3]}.png")) if script in PLOTS else ())
+             for script, (how, _) in QUICK.items()}
+    # and once without curves, from an empty working directory that must stay empty
+    empty = tmp_path_factory.mktemp("cwd")
+    procs["no plot"] = _start("mlp_digits.py", "env", ("--plot", ""), cwd=empty)
+    runs = {script: _finish(proc, timeout=600) for script, proc in procs.items()}
+    runs["no plot cwd"] = sorted(os.listdir(empty))
+    return runs
 
 
 @pytest.mark.parametrize("script", list(QUICK))
@@ -86,6 +109,38 @@ def test_example_quick(quick_runs, script):
     assert rc == 0, f"{script} exited {rc}:\n{out[-3000:]}"
     for pattern in QUICK[script][1]:
         _match(out, pattern)
+
+
+def _png_size(path):
+    """(width, height) of a PNG file, after checking its signature and header chunk."""
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
+    assert data[12:16] == b"IHDR"
+    return struct.unpack(">II", data[16:24])
+
+
+@pytest.mark.parametrize("script", PLOTS)
+def test_example_saves_curves(quick_runs, plot_dir, script):
+    """`--plot PATH` writes the loss/accuracy curves as a PNG when matplotlib is installed (the `plot`
+    extra); without it the script says nothing about curves and still passes."""
+    rc, out = quick_runs[script]
+    assert rc == 0, out[-3000:]
+    path = plot_dir / f"{script[:-3]}.png"
+    if not HAVE_MATPLOTLIB:
+        assert not path.exists() and "saved the curves" not in out
+        pytest.skip("matplotlib is not installed: the curves are optional")
+    _match(out, rf"^saved the curves to {re.escape(str(path))}$")
+    width, height = _png_size(path)
+    assert width >= 400 and height >= 150 and path.stat().st_size > 5000
+
+
+def test_example_runs_without_curves(quick_runs):
+    """`--plot ''` saves no curves and writes nothing into the working directory."""
+    rc, out = quick_runs["no plot"]
+    assert rc == 0, out[-3000:]
+    _match(out, rf"^final test accuracy: {NUMBER}%$")
+    assert "saved the curves" not in out
+    assert quick_runs["no plot cwd"] == []
 
 
 def test_quick_numbers(quick_runs):

@@ -285,13 +285,22 @@ def layer(cls=None, *, trainable: tuple[str, ...] | None = None, state: tuple[st
     """Class decorator making a user class a Flux layer (Flux's `@layer`).
 
     ```python
-    @fluxjax.layer
-    class Affine:
-        def __init__(self, n):
-            self.W = fluxjax.glorot_uniform(n, n)
-            self.b = fluxjax.zeros32(n)
-        def __call__(self, x):
-            return self.W @ x + self.b[:, None]
+    >>> @fluxjax.layer
+    ... class Affine:
+    ...     def __init__(self, n):
+    ...         self.W = fluxjax.glorot_uniform(n, n)
+    ...         self.b = fluxjax.zeros32(n)
+    ...     def __call__(self, x):
+    ...         return self.W @ x + self.b[:, None]
+    >>> a = Affine(2)
+    >>> a(jnp.ones((2, 5))).shape
+    (2, 5)
+    >>> g = gradient(lambda m: jnp.sum(m(jnp.ones((2, 5)))), a)[0]   # a gradient shaped like the layer
+    >>> g.b
+    Array([5., 5.], dtype=float32)
+    >>> list(trainable(a))
+    ['W', 'b']
+
     ```
 
     `trainable=("W",)` restricts what optimisers update (Flux's `trainable=`); `state=(...)` names fields
@@ -333,7 +342,16 @@ def state_fields(x: Any) -> tuple[str, ...]:
 
 
 def children(x: Any) -> dict[str, Any]:
-    """The child fields of a layer (arrays, sub-layers, containers of them), Functors' `children`."""
+    """The child fields of a layer (arrays, sub-layers, containers of them), Functors' `children`.
+
+    ```python
+    >>> list(children(Dense(2, 3)))
+    ['weight', 'bias']
+    >>> list(children(BatchNorm(2)))
+    ['beta', 'gamma', 'mu', 'sigma2']
+
+    ```
+    """
     if not is_layer(x):
         return {}
     return {k: v for k, v in x.__dict__.items() if has_dynamic(v)}
@@ -359,7 +377,16 @@ def with_fields(x: Any, new: dict[str, Any]) -> Any:
 
 
 def trainable(x: Any) -> dict[str, Any]:
-    """The fields an optimiser updates: Flux's `trainable(m)` (children minus state, or `trainable=`)."""
+    """The fields an optimiser updates: Flux's `trainable(m)` (children minus state, or `trainable=`).
+
+    ```python
+    >>> list(trainable(Dense(2, 3)))
+    ['weight', 'bias']
+    >>> list(trainable(BatchNorm(2)))   # its running statistics are state, not trainable
+    ['beta', 'gamma']
+
+    ```
+    """
     if not is_layer(x):
         return {}
     names = getattr(type(x), "__fluxjax_trainable__", None)

@@ -173,7 +173,16 @@ def is_active(layer: Any) -> bool:
 
 
 def within_gradient() -> bool:
-    """True inside `gradient`/`pullback`/`withgradient`/`train_` (NNlib's `within_gradient`)."""
+    """True inside `gradient`/`pullback`/`withgradient`/`train_` (NNlib's `within_gradient`).
+
+    ```python
+    >>> within_gradient()
+    False
+    >>> gradient(lambda x: x * within_gradient(), 3.0)   # True (1) inside the gradient
+    (Array(1., dtype=float32, weak_type=True),)
+
+    ```
+    """
     return any(r.differentiating for r in _stack())
 
 

@@ -158,7 +158,15 @@ class Chain:
 
 
 def activations(c: Chain, x) -> tuple:
-    """Every layer's output, in order (Flux's `activations`)."""
+    """Every layer's output, in order (Flux's `activations`).
+
+    ```python
+    >>> m = Chain(Dense(2, 3, relu), Dense(3, 1))
+    >>> [a.shape for a in activations(m, jnp.ones((2, 5)))]
+    [(3, 5), (1, 5)]
+
+    ```
+    """
     out = []
     for lay in c._seq():
         x = lay(x)

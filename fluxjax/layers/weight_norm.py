@@ -71,7 +71,16 @@ def reparametrize(wn: WeightNorm) -> Any:
 
 
 def remove_weight_norms(model: Any) -> Any:
-    """`model` with every `WeightNorm` replaced by its reparametrized layer (Flux's `remove_weight_norms`)."""
+    """`model` with every `WeightNorm` replaced by its reparametrized layer (Flux's `remove_weight_norms`).
+
+    ```python
+    >>> m = Chain(WeightNorm(Dense(2, 3)), Dense(3, 1))
+    >>> m2 = remove_weight_norms(m)
+    >>> type(m[0]).__name__, type(m2[0]).__name__   # the same function, weight = g .* v ./ norm(v)
+    ('WeightNorm', 'Dense')
+
+    ```
+    """
     return fmap(lambda v: reparametrize(v) if isinstance(v, WeightNorm) else v, model,
                 exclude=lambda v: isinstance(v, WeightNorm) or is_array(v))
 

@@ -212,7 +212,17 @@ def batch_sequence(seqs: Sequence[Any], pad: Any = 0) -> jax.Array:
 
 def rescale(x: Any, dims: int = -1, eps: float = 1e-5) -> jax.Array:
     """Min-max scaling to `[0, 1]` along `dims` (0-based, default the last axis; a tuple allowed):
-    `(x - min) / (max - min + eps)`, MLUtils' `rescale(x; dims, ϵ)`."""
+    `(x - min) / (max - min + eps)`, MLUtils' `rescale(x; dims, ϵ)`.
+
+    ```python
+    >>> rescale(jnp.array([1.0, 3.0, 5.0]))
+    Array([0.        , 0.49999875, 0.9999975 ], dtype=float32)
+    >>> rescale(jnp.array([[0.0, 10.0], [2.0, 4.0]]), dims=0)   # each column to [0, 1]
+    Array([[0.        , 0.99999833],
+           [0.999995  , 0.        ]], dtype=float32)
+
+    ```
+    """
     x = jnp.asarray(x)
     if not jnp.issubdtype(x.dtype, jnp.floating):
         x = x.astype(jnp.float32)

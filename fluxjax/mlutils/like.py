@@ -32,30 +32,75 @@ def _like(x: Any, args: tuple, what: str) -> tuple[Any, tuple[int, ...]]:
 
 
 def zeros_like(x: Any, *args: Any) -> jax.Array:
-    """Zeros of `x`'s dtype and shape, or the given ones: `zeros_like(x, [dtype], [shape])` (MLUtils)."""
+    """Zeros of `x`'s dtype and shape, or the given ones: `zeros_like(x, [dtype], [shape])` (MLUtils).
+
+    ```python
+    >>> zeros_like(jnp.ones((2, 3), dtype=jnp.float16)).dtype
+    dtype('float16')
+    >>> zeros_like(jnp.ones(3), (2, 2))
+    Array([[0., 0.],
+           [0., 0.]], dtype=float32)
+
+    ```
+    """
     dtype, shape = _like(x, args, "zeros_like")
     return jnp.zeros(shape, dtype)
 
 
 def ones_like(x: Any, *args: Any) -> jax.Array:
-    """Ones of `x`'s dtype and shape, or the given ones: `ones_like(x, [dtype], [shape])` (MLUtils)."""
+    """Ones of `x`'s dtype and shape, or the given ones: `ones_like(x, [dtype], [shape])` (MLUtils).
+
+    ```python
+    >>> ones_like(jnp.zeros(3))
+    Array([1., 1., 1.], dtype=float32)
+    >>> ones_like(jnp.zeros(3), jnp.int32, (2,))
+    Array([1, 1], dtype=int32)
+
+    ```
+    """
     dtype, shape = _like(x, args, "ones_like")
     return jnp.ones(shape, dtype)
 
 
 def fill_like(x: Any, val: Any, *args: Any) -> jax.Array:
-    """`val` everywhere, `x`'s dtype and shape or the given ones: `fill_like(x, val, [dtype], [shape])`."""
+    """`val` everywhere, `x`'s dtype and shape or the given ones: `fill_like(x, val, [dtype], [shape])`.
+
+    ```python
+    >>> fill_like(jnp.zeros((2, 2)), 7.0)
+    Array([[7., 7.],
+           [7., 7.]], dtype=float32)
+    >>> fill_like(jnp.zeros(3), 1, jnp.int32, (2,))
+    Array([1, 1], dtype=int32)
+
+    ```
+    """
     dtype, shape = _like(x, args, "fill_like")
     return jnp.full(shape, val, dtype)
 
 
 def trues_like(x: Any, *shape: Any) -> jax.Array:
-    """`fill_like(x, True, bool, [shape])` (MLUtils' `trues_like`)."""
+    """`fill_like(x, True, bool, [shape])` (MLUtils' `trues_like`).
+
+    ```python
+    >>> trues_like(jnp.zeros(3))
+    Array([ True,  True,  True], dtype=bool)
+    >>> trues_like(jnp.zeros(3), (1, 2))
+    Array([[ True,  True]], dtype=bool)
+
+    ```
+    """
     return fill_like(x, True, jnp.bool_, *shape)
 
 
 def falses_like(x: Any, *shape: Any) -> jax.Array:
-    """`fill_like(x, False, bool, [shape])` (MLUtils' `falses_like`)."""
+    """`fill_like(x, False, bool, [shape])` (MLUtils' `falses_like`).
+
+    ```python
+    >>> falses_like(jnp.zeros((1, 2)))
+    Array([[False, False]], dtype=bool)
+
+    ```
+    """
     return fill_like(x, False, jnp.bool_, *shape)
 
 
@@ -68,11 +113,27 @@ def _random_like(draw: Callable, x: Any, args: tuple, rng: Any, what: str) -> ja
 
 def rand_like(x: Any, *args: Any, rng: Any = None) -> jax.Array:
     """Uniform `[0, 1)` draws of `x`'s dtype and shape, or the given ones: `rand_like(x, [dtype], [shape])`
-    (MLUtils). `rng`: `None` (the global stream, `seed_`), an int seed or a PRNG key."""
+    (MLUtils). `rng`: `None` (the global stream, `seed_`), an int seed or a PRNG key.
+
+    ```python
+    >>> r = rand_like(jnp.zeros((2, 3)))
+    >>> r.shape, r.dtype, bool(jnp.all((0 <= r) & (r < 1)))
+    ((2, 3), dtype('float32'), True)
+
+    ```
+    """
     return _random_like(jax.random.uniform, x, args, rng, "rand_like")
 
 
 def randn_like(x: Any, *args: Any, rng: Any = None) -> jax.Array:
     """Standard normal draws of `x`'s dtype and shape, or the given ones: `randn_like(x, [dtype], [shape])`
-    (MLUtils). `rng`: `None` (the global stream, `seed_`), an int seed or a PRNG key."""
+    (MLUtils). `rng`: `None` (the global stream, `seed_`), an int seed or a PRNG key.
+
+    ```python
+    >>> r = randn_like(jnp.zeros((2, 3)), rng=0)   # an int seed, or a PRNG key
+    >>> r.shape, r.dtype
+    ((2, 3), dtype('float32'))
+
+    ```
+    """
     return _random_like(jax.random.normal, x, args, rng, "randn_like")

@@ -16,7 +16,14 @@ __all__ = ["group_counts", "group_indices", "splitobs", "kfolds", "leavepout"]
 
 def group_counts(x: Any) -> dict:
     """How many times each value of `x` occurs, as a dict in order of first appearance (MLUtils'
-    `group_counts`). `group_counts("abb") == {"a": 1, "b": 2}`."""
+    `group_counts`). `group_counts("abb") == {"a": 1, "b": 2}`.
+
+    ```python
+    >>> group_counts(['a', 'b', 'b', 'c', 'a', 'b'])
+    {'a': 2, 'b': 3, 'c': 1}
+
+    ```
+    """
     out: dict = {}
     for v in _values(x):
         out[v] = out.get(v, 0) + 1
@@ -25,7 +32,14 @@ def group_counts(x: Any) -> dict:
 
 def group_indices(x: Any) -> dict:
     """The 0-based positions of each distinct value of `x` (MLUtils' `group_indices`), in order of first
-    appearance. `group_indices(["yes", "no", "maybe", "yes"]) == {"yes": [0, 3], "no": [1], "maybe": [2]}`."""
+    appearance. `group_indices(["yes", "no", "maybe", "yes"]) == {"yes": [0, 3], "no": [1], "maybe": [2]}`.
+
+    ```python
+    >>> group_indices([1, 0, 1, 1])
+    {1: [0, 2, 3], 0: [1]}
+
+    ```
+    """
     out: dict = {}
     for i, v in enumerate(_values(x)):
         out.setdefault(v, []).append(i)
@@ -133,7 +147,17 @@ def kfolds(data: Any, k: int = 5, *, shuffle: bool = False, rng: Any = None) -> 
 
 def leavepout(data: Any, p: int = 1, **kw: Any) -> Any:
     """MLUtils' `leavepout`: `kfolds` with `k = n // p` folds, so that each validation part holds about `p`
-    observations (`p = 1` is leave-one-out); `1 <= p <= n // 2`. An int `data` is `n`, as in `kfolds`."""
+    observations (`p = 1` is leave-one-out); `1 <= p <= n // 2`. An int `data` is `n`, as in `kfolds`.
+
+    ```python
+    >>> train, val = leavepout(6, 2)   # 6 // 2 = 3 folds, 2 held out in each
+    >>> val
+    [range(0, 2), range(2, 4), range(4, 6)]
+    >>> train[0]
+    [2, 3, 4, 5]
+
+    ```
+    """
     n = int(data) if isinstance(data, (int, np.integer)) and not isinstance(data, bool) else numobs(data)
     if not 1 <= p <= n // 2:
         raise ValueError(f"leavepout: p must be within 1:{n // 2}, got {p}")

@@ -40,6 +40,17 @@ class ObsView:
     """MLUtils' `ObsView(data, indices)`: the observations `indices` (0-based; all of them when `None`) of
     `data`, drawn when indexed. `len(v)` observations; `v[i]` is one observation (`getobs(data, j)`), `v[a:b]`
     or `v[[i, j]]` another `ObsView`; `getobs(v)` all of them, keeping the observation axis.
+
+    ```python
+    >>> v = ObsView(jnp.arange(12).reshape(3, 4), [3, 1])   # observations 3 and 1
+    >>> len(v), v[0]
+    (2, Array([ 3,  7, 11], dtype=int32))
+    >>> getobs(v)
+    Array([[ 3,  1],
+           [ 7,  5],
+           [11,  9]], dtype=int32)
+
+    ```
     """
 
     def __init__(self, data: Any, indices: Any = None):
@@ -81,6 +92,15 @@ class BatchView:
     observations (the last one smaller unless `partial=False`, which drops it). `bv[i]` (0-based) is batch
     `i`, keeping the observation axis; `len(bv)` batches; a `batchsize` larger than the data is the data's
     size. A container whose parts hold different numbers of observations is a `DimensionMismatch`.
+
+    ```python
+    >>> bv = BatchView(jnp.arange(10), batchsize=4)
+    >>> len(bv), bv[0], bv[2]
+    (3, Array([0, 1, 2, 3], dtype=int32), Array([8, 9], dtype=int32))
+    >>> len(BatchView(jnp.arange(10), batchsize=4, partial=False))
+    2
+
+    ```
     """
 
     def __init__(self, data: Any, batchsize: int = 1, *, partial: bool = True):
@@ -119,7 +139,16 @@ class BatchView:
 
 
 def batchsize(x: Any) -> int:
-    """The number of observations per batch of a `BatchView` or a `DataLoader` (MLUtils' `batchsize`)."""
+    """The number of observations per batch of a `BatchView` or a `DataLoader` (MLUtils' `batchsize`).
+
+    ```python
+    >>> batchsize(BatchView(jnp.arange(10), batchsize=4))
+    4
+    >>> batchsize(DataLoader(jnp.zeros((2, 100)), batchsize=32))
+    32
+
+    ```
+    """
     b = getattr(x, "batchsize", None)
     if not isinstance(b, (int, np.integer)):
         raise TypeError(f"batchsize: expected a BatchView or a DataLoader, got {type(x).__name__}")

@@ -91,6 +91,16 @@ def dot_product_attention_scores(
 
     Returns `alpha` of shape `(kv_len, q_len, nheads, batch...)`: `softmax(k'q / sqrt(d) + bias)` over
     axis 0, with `mask == False` entries set to `-Inf` first, then `fdrop` applied.
+
+    ```python
+    >>> q = k = jnp.ones((4, 2, 5, 2))   # (d, nheads, length, batch)
+    >>> alpha = dot_product_attention_scores(q, k)
+    >>> alpha.shape   # (kv_len, q_len, nheads, batch)
+    (5, 5, 2, 2)
+    >>> alpha[:, 0, 0, 0]   # equal keys: uniform weights
+    Array([0.2, 0.2, 0.2, 0.2, 0.2], dtype=float32)
+
+    ```
     """
     q, k = _float(q), _float(k)
     d = q.shape[0]
@@ -126,6 +136,16 @@ def dot_product_attention(
 
     Returns `(y, alpha)` with `y` of size `(v_dim, q_len, batch...)` and `alpha` of size
     `(kv_len, q_len, nheads, batch...)`. Size mismatches raise `DimensionMismatch` (a `ValueError`).
+
+    ```python
+    >>> q = k = v = jnp.ones((8, 5, 2))   # (dim, length, batch)
+    >>> y, alpha = dot_product_attention(q, k, v, nheads=2)
+    >>> y.shape, alpha.shape   # alpha: (kv_len, q_len, nheads, batch)
+    ((8, 5, 2), (5, 5, 2, 2))
+    >>> float(alpha[0, 0, 0, 0])   # equal keys: uniform weights 1/5
+    0.2
+
+    ```
     """
     q, k, v = _float(q), _float(k), _float(v)
     _check(q, k, v, nheads)

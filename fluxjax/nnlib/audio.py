@@ -16,7 +16,14 @@ import numpy as np
 def hamming_window(window_length: int, dtype: Any = jnp.float32, *, periodic: bool = True,
                    alpha: float = 0.54, beta: float = 0.46) -> jax.Array:
     """`w[n] = α - β·cos(2πn/N)` for `n = 0 … window_length-1`, with `N = window_length` (periodic, the
-    default) or `window_length - 1` (symmetric, `periodic=False`)."""
+    default) or `window_length - 1` (symmetric, `periodic=False`).
+
+    ```python
+    >>> hamming_window(4)
+    Array([0.08, 0.54, 1.  , 0.54], dtype=float32)
+
+    ```
+    """
     if not isinstance(window_length, int) or window_length < 1:
         raise ValueError(f"`window_length` must be > 0, instead: `{window_length}`.")
     n = window_length if periodic else window_length - 1
@@ -26,7 +33,16 @@ def hamming_window(window_length: int, dtype: Any = jnp.float32, *, periodic: bo
 
 
 def hann_window(window_length: int, dtype: Any = jnp.float32, *, periodic: bool = True) -> jax.Array:
-    """`w[n] = (1 - cos(2πn/N))/2`: `hamming_window` with `α = β = 0.5`."""
+    """`w[n] = (1 - cos(2πn/N))/2`: `hamming_window` with `α = β = 0.5`.
+
+    ```python
+    >>> hann_window(4)
+    Array([0. , 0.5, 1. , 0.5], dtype=float32)
+    >>> hann_window(4, periodic=False)
+    Array([0.  , 0.75, 0.75, 0.  ], dtype=float32)
+
+    ```
+    """
     return hamming_window(window_length, dtype, periodic=periodic, alpha=0.5, beta=0.5)
 
 
@@ -91,7 +107,17 @@ def istft(y: jax.typing.ArrayLike, *, n_fft: int, hop_length: int | None = None,
           original_length: int | None = None) -> jax.Array:
     """NNlib's inverse of `stft` with the same keywords: each frame is transformed back and divided by the
     window, and every time step is read from the first frame that covers it. Without
-    `original_length` the result may be a little shorter than the signal was."""
+    `original_length` the result may be a little shorter than the signal was.
+
+    ```python
+    >>> x = jnp.sin(jnp.arange(64.0) / 3)
+    >>> y = stft(x, n_fft=16, hop_length=4, window=hann_window(16))
+    >>> x2 = istft(y, n_fft=16, hop_length=4, window=hann_window(16), original_length=64)
+    >>> x2.shape, bool(jnp.allclose(x2, x, atol=1e-4))
+    ((64,), True)
+
+    ```
+    """
     y = jnp.asarray(y)
     hop = _hop(n_fft, hop_length)
     if y.ndim < 2:
@@ -129,7 +155,15 @@ def spectrogram(waveform: jax.typing.ArrayLike, *, pad: int = 0, n_fft: int, hop
 
     `pad` zeros are added on both sides first; `window_normalized=True` divides by the window's L2 norm;
     `power=0` returns the complex spectrum. The magnitude is taken of `spectrum + eps`, so that the
-    gradient at a zero is finite (NNlib's choice)."""
+    gradient at a zero is finite (NNlib's choice).
+
+    ```python
+    >>> x = jnp.sin(jnp.arange(256.0))   # one waveform
+    >>> spectrogram(x, n_fft=64, hop_length=32, window=hann_window(64)).shape   # (n_fft ÷ 2 + 1, frames)
+    (33, 9)
+
+    ```
+    """
     waveform = jnp.asarray(waveform)
     if pad > 0:
         waveform = jnp.pad(waveform, [(pad, pad)] + [(0, 0)] * (waveform.ndim - 1))
@@ -169,7 +203,15 @@ def melscale_filterbanks(*, n_freqs: int, n_mels: int, sample_rate: int, fmin: f
     """Triangular mel-scale filter banks, `(n_freqs, n_mels)`: column `j` rises from mel point `j` to 1 at
     point `j+1` and falls to 0 at `j+2`, the `n_mels + 2` points equally spaced in mel
     (`2595·log10(1 + f/700)`) between `fmin` and `fmax` (default `sample_rate ÷ 2`), over `n_freqs`
-    frequencies from 0 to `sample_rate ÷ 2`. So `spectrogram(x)ᵀ * fb` is a mel spectrogram."""
+    frequencies from 0 to `sample_rate ÷ 2`. So `spectrogram(x)ᵀ * fb` is a mel spectrogram.
+
+    ```python
+    >>> fb = melscale_filterbanks(n_freqs=201, n_mels=40, sample_rate=16000)
+    >>> fb.shape
+    (201, 40)
+
+    ```
+    """
     f32 = np.float32
     fmax = f32(sample_rate // 2) if fmax is None else f32(fmax)
     mel_points = np.linspace(_hz_to_mel(f32(fmin)), _hz_to_mel(fmax), n_mels + 2, dtype=f32)

@@ -15,7 +15,18 @@ from ..errors import DimensionMismatch
 
 
 def batched_mul(A: jax.typing.ArrayLike, B: jax.typing.ArrayLike) -> jax.Array:
-    """Batched matrix product `(m, k, b...) x (k, n, b...) -> (m, n, b...)` (NNlib's `A ⊠ B`)."""
+    """Batched matrix product `(m, k, b...) x (k, n, b...) -> (m, n, b...)` (NNlib's `A ⊠ B`).
+
+    ```python
+    >>> A = jnp.ones((2, 3, 4))   # four 2×3 matrices, batch last as in NNlib
+    >>> B = jnp.ones((3, 5, 4))
+    >>> batched_mul(A, B).shape
+    (2, 5, 4)
+    >>> batched_mul(A, B)[0, 0, 0]
+    Array(3., dtype=float32)
+
+    ```
+    """
     A, B = jnp.asarray(A), jnp.asarray(B)
     if A.ndim < 2 or B.ndim < 2 or A.shape[1] != B.shape[0]:
         raise DimensionMismatch(f"batched_mul of arrays of shapes {A.shape} and {B.shape}")
@@ -37,7 +48,17 @@ def batched_vec(A: jax.typing.ArrayLike, b: jax.typing.ArrayLike) -> jax.Array:
     """Batched matrix-vector product `(m, n, k...) x (n, k...) -> (m, k...)`; a vector `b` is shared.
 
     Sizes that do not fit raise `DimensionMismatch` (a `ValueError`), as NNlib: `A` needs one dim more
-    than a batch of vectors `b`, the batch dims must be equal, and `A.shape[1] == b.shape[0]`."""
+    than a batch of vectors `b`, the batch dims must be equal, and `A.shape[1] == b.shape[0]`.
+
+    ```python
+    >>> A = jnp.ones((2, 3, 4))
+    >>> batched_vec(A, jnp.ones((3, 4))).shape
+    (2, 4)
+    >>> batched_vec(A, jnp.arange(3.0))[:, 0]   # a vector b is shared by every matrix
+    Array([3., 3.], dtype=float32)
+
+    ```
+    """
     A, b = jnp.asarray(A), jnp.asarray(b)
     if A.ndim < 2 or b.ndim < 1:
         raise DimensionMismatch(f"batched_vec needs a batch of matrices and of vectors, got shapes {A.shape} and {b.shape}")
@@ -60,12 +81,32 @@ def batched_vec(A: jax.typing.ArrayLike, b: jax.typing.ArrayLike) -> jax.Array:
 
 
 def batched_transpose(A: jax.typing.ArrayLike) -> jax.Array:
-    """Transpose each matrix: `(m, n, b...) -> (n, m, b...)`."""
+    """Transpose each matrix: `(m, n, b...) -> (n, m, b...)`.
+
+    ```python
+    >>> batched_transpose(jnp.zeros((2, 3, 4))).shape
+    (3, 2, 4)
+    >>> batched_transpose(jnp.arange(6.0).reshape(2, 3, 1))[:, :, 0]
+    Array([[0., 3.],
+           [1., 4.],
+           [2., 5.]], dtype=float32)
+
+    ```
+    """
     return jnp.swapaxes(jnp.asarray(A), 0, 1)
 
 
 def batched_adjoint(A: jax.typing.ArrayLike) -> jax.Array:
-    """Conjugate-transpose each matrix: `(m, n, b...) -> (n, m, b...)`."""
+    """Conjugate-transpose each matrix: `(m, n, b...) -> (n, m, b...)`.
+
+    ```python
+    >>> A = jnp.array([[1 + 2j, 3j]])[..., None]   # one 1×2 complex matrix
+    >>> batched_adjoint(A)[:, :, 0]
+    Array([[1.-2.j],
+           [0.-3.j]], dtype=complex64)
+
+    ```
+    """
     return jnp.conj(batched_transpose(A))
 
 

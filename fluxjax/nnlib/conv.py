@@ -55,6 +55,14 @@ def same_pad(k: IntOrTuple, dilation: IntOrTuple = 1) -> tuple[int, ...]:
 
     The odd extra pixel goes at the start (JAX's "SAME" puts it at the end).
     `same_pad((4, 3)) == (2, 1, 1, 1)`.
+
+    ```python
+    >>> same_pad((3, 3))
+    (1, 1, 1, 1)
+    >>> same_pad(4)   # even kernels put the extra on the low side, as Flux's SamePad
+    (2, 1)
+
+    ```
     """
     ks = (int(k),) if isinstance(k, Integral) else tuple(int(kk) for kk in k)
     ds = expand(dilation, len(ks), "dilation")
@@ -69,7 +77,16 @@ def conv_output_size(
     in_size: Sequence[int], k: Sequence[int], *, stride: IntOrTuple = 1, pad: IntOrTuple = 0,
     dilation: IntOrTuple = 1,
 ) -> tuple[int, ...]:
-    """Spatial output size of `conv`: `fld(n + lo + hi - ((k-1)*d + 1), s) + 1` per dim."""
+    """Spatial output size of `conv`: `fld(n + lo + hi - ((k-1)*d + 1), s) + 1` per dim.
+
+    ```python
+    >>> conv_output_size((28, 28), (5, 5))
+    (24, 24)
+    >>> conv_output_size((28, 28), (3, 3), stride=2, pad=1)
+    (14, 14)
+
+    ```
+    """
     n = len(k)
     s, d, p = expand(stride, n, "stride"), expand(dilation, n, "dilation"), pad_pairs(pad, n)
     return tuple(
@@ -82,7 +99,16 @@ def conv_transpose_output_size(
     in_size: Sequence[int], k: Sequence[int], *, stride: IntOrTuple = 1, pad: IntOrTuple = 0,
     dilation: IntOrTuple = 1, outpad: IntOrTuple = 0,
 ) -> tuple[int, ...]:
-    """Spatial output size of `conv_transpose`: `(n-1)*s + 1 + (k-1)*d - (lo+hi) + outpad`."""
+    """Spatial output size of `conv_transpose`: `(n-1)*s + 1 + (k-1)*d - (lo+hi) + outpad`.
+
+    ```python
+    >>> conv_transpose_output_size((14, 14), (3, 3), stride=2, pad=1)
+    (27, 27)
+    >>> conv_transpose_output_size((14, 14), (3, 3), stride=2, pad=1, outpad=1)
+    (28, 28)
+
+    ```
+    """
     n = len(k)
     s, d, p = expand(stride, n, "stride"), expand(dilation, n, "dilation"), pad_pairs(pad, n)
     op = expand(outpad, n, "outpad")
@@ -123,6 +149,16 @@ def conv(
     with `flipped=True` the kernel is not reversed (cross-correlation). NNlib's `conv(x, w, cdims)`
     with `cdims = DenseConvDims(x, w; ...)` is accepted in place of the keywords.
     `conv(jnp.ones((28, 28, 3, 16)), jnp.ones((5, 5, 3, 8))).shape == (24, 24, 8, 16)`.
+
+    ```python
+    >>> x = jnp.arange(1.0, 6.0).reshape(5, 1, 1)   # (W, Cin, N)
+    >>> w = jnp.array([1.0, 0.0, -1.0]).reshape(3, 1, 1)   # (K, Cin, Cout)
+    >>> conv(x, w)[:, 0, 0]   # the kernel is flipped: x[i+2] - x[i]
+    Array([2., 2., 2.], dtype=float32)
+    >>> conv(x, w, pad=1, flipped=True)[:, 0, 0]
+    Array([-2., -2., -2., -2.,  4.], dtype=float32)
+
+    ```
     """
     x, w = _promote(x, w)
     n = _check(x, w, "conv")
@@ -156,7 +192,18 @@ def conv_bias_act(
 
     `conv_bias_act(x, w, b, σ; keywords...)` takes `conv`'s keywords; NNlib's order
     `conv_bias_act(x, w, cdims, b, σ)` with a `DenseConvDims` is accepted too. `b` is NNlib's
-    `(1, ..., 1, Cout, 1)` array or a vector of the `Cout` biases; `σ` defaults to the identity."""
+    `(1, ..., 1, Cout, 1)` array or a vector of the `Cout` biases; `σ` defaults to the identity.
+
+    ```python
+    >>> x = jnp.array([1.0, 2.0, 4.0, 8.0, 16.0]).reshape(5, 1, 1)
+    >>> w = jnp.array([1.0, 0.0, -1.0]).reshape(3, 1, 1)
+    >>> conv(x, w)[:, 0, 0]
+    Array([ 3.,  6., 12.], dtype=float32)
+    >>> conv_bias_act(x, w, jnp.array([-5.0]), relu)[:, 0, 0]   # relu.(conv(x, w) .- 5)
+    Array([0., 1., 7.], dtype=float32)
+
+    ```
+    """
     cdims = None
     if isinstance(b, ConvDims):
         cdims, b, sigma = b, sigma, (more[0] if more else None)
@@ -178,7 +225,16 @@ def crosscor(
     x: jax.typing.ArrayLike, w: jax.typing.ArrayLike, *, stride: IntOrTuple = 1,
     pad: IntOrTuple = 0, dilation: IntOrTuple = 1, groups: int = 1,
 ) -> jax.Array:
-    """Cross-correlation, `conv(x, w; flipped=true)`, as Flux's `CrossCor`; same shapes as `conv`."""
+    """Cross-correlation, `conv(x, w; flipped=true)`, as Flux's `CrossCor`; same shapes as `conv`.
+
+    ```python
+    >>> x = jnp.arange(1.0, 6.0).reshape(5, 1, 1)   # (W, Cin, N)
+    >>> w = jnp.array([1.0, 0.0, -1.0]).reshape(3, 1, 1)
+    >>> crosscor(x, w)[:, 0, 0]   # no flip: x[i] - x[i+2]
+    Array([-2., -2., -2.], dtype=float32)
+
+    ```
+    """
     return conv(x, w, stride=stride, pad=pad, dilation=dilation, flipped=True, groups=groups)
 
 
@@ -192,6 +248,14 @@ def depthwiseconv(
     Flux's grouped layout `(k..., 1, Cout)` (what `DepthwiseConv` holds) is accepted as well, and
     NNlib's `DepthwiseConvDims` in place of the keywords.
     `depthwiseconv(jnp.ones((10, 10, 3, 2)), jnp.ones((2, 2, 3, 3))).shape == (9, 9, 9, 2)`.
+
+    ```python
+    >>> x = jnp.ones((5, 5, 3, 1))   # WHCN, 3 channels
+    >>> w = jnp.ones((3, 3, 2, 3))   # (kW, kH, multiplier, Cin)
+    >>> depthwiseconv(x, w).shape   # Cout = multiplier * Cin
+    (3, 3, 6, 1)
+
+    ```
     """
     x, w = _promote(x, w)
     _check(x, w, "depthwiseconv")
@@ -226,6 +290,16 @@ def conv_transpose(
     `w` is `(k..., Cout ÷ groups, Cin)`, `x` `(spatial..., Cin, N)` gives `(spatial_out..., Cout, N)`
     with `spatial_out = (n-1)*s + 1 + (k-1)*d - (lo+hi) + outpad`.
     `conv_transpose(jnp.ones((8, 8, 2, 1)), jnp.ones((3, 3, 4, 2))).shape == (10, 10, 4, 1)`.
+
+    ```python
+    >>> x = jnp.ones((3, 1, 1))   # (W, Cin, N)
+    >>> w = jnp.ones((2, 1, 1))   # (K, Cout, Cin)
+    >>> conv_transpose(x, w)[:, 0, 0]
+    Array([1., 2., 2., 1.], dtype=float32)
+    >>> conv_transpose(x, w, stride=2).shape
+    (6, 1, 1)
+
+    ```
     """
     x, w = _promote(x, w)
     n = _check(x, w, "conv_transpose")
@@ -301,6 +375,14 @@ def grad_conv_data(
 
     NNlib's test: `x = reshape(1:5, 5, 1, 1)`, `w = reshape(1:2, 2, 1, 1)`, `dy = conv(x, w)`;
     `grad_conv_data(dy, w)[:, 0, 0] == [8, 18, 27, 36, 13]`.
+
+    ```python
+    >>> x, w = jnp.ones((5, 1, 1)), jnp.ones((3, 1, 1))
+    >>> dy = jnp.ones((3, 1, 1))
+    >>> grad_conv_data(dy, w, x.shape)[:, 0, 0]   # how often each x[i] is used
+    Array([1., 2., 3., 2., 1.], dtype=float32)
+
+    ```
     """
     dy, w = _promote(dy, w)
     n = _check(dy, w, "grad_conv_data")
@@ -333,6 +415,14 @@ def grad_conv_filter(
 
     NNlib's test: `x = reshape(1:5, 5, 1, 1)`, `w = reshape(1:2, 2, 1, 1)`, `dy = conv(x, w)`;
     `grad_conv_filter(x, dy, (2,))[:, 0, 0] == [134, 100]`.
+
+    ```python
+    >>> x, w = jnp.arange(1.0, 6.0).reshape(5, 1, 1), jnp.ones((3, 1, 1))
+    >>> dy = jnp.ones((3, 1, 1))
+    >>> grad_conv_filter(x, dy, w.shape)[:, 0, 0]
+    Array([12.,  9.,  6.], dtype=float32)
+
+    ```
     """
     x, dy = _promote(x, dy)
     if x.ndim != dy.ndim or x.ndim < 3:

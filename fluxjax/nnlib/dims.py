@@ -61,7 +61,15 @@ def _same_rank(x_size, w_size) -> None:
 
 @dataclass(frozen=True)
 class ConvDims:
-    """NNlib's abstract `ConvDims`: what `DenseConvDims`, `DepthwiseConvDims` and `PoolDims` share."""
+    """NNlib's abstract `ConvDims`: what `DenseConvDims`, `DepthwiseConvDims` and `PoolDims` share.
+
+    ```python
+    >>> cdims = DenseConvDims(jnp.ones((8, 8, 3, 1)), jnp.ones((3, 3, 3, 16)), padding=1)
+    >>> isinstance(cdims, ConvDims), cdims.kernel_size, cdims.channels_in
+    (True, (3, 3), 3)
+
+    ```
+    """
 
     input_size: tuple[int, ...]
     kernel_size: tuple[int, ...]
@@ -145,7 +153,17 @@ class DenseConvDims(ConvDims):
 class DepthwiseConvDims(ConvDims):
     """`DepthwiseConvDims(x, w, *, stride=1, padding=0, dilation=1, flipkernel=False)`: a depthwise
     convolution of `x` `(spatial..., Cin, N)` with NNlib's `w` `(k..., mult, Cin)`; `channels_out`
-    is `mult * Cin`."""
+    is `mult * Cin`.
+
+    ```python
+    >>> cdims = DepthwiseConvDims(jnp.ones((5, 5, 3, 1)), jnp.ones((3, 3, 2, 3)))
+    >>> cdims.channels_out
+    6
+    >>> depthwiseconv(jnp.ones((5, 5, 3, 1)), jnp.ones((3, 3, 2, 3)), cdims).shape
+    (3, 3, 6, 1)
+
+    ```
+    """
 
     channel_multiplier: int = 1
 

@@ -11,7 +11,16 @@ from .activations import sigmoid
 def glu(x: jax.typing.ArrayLike, dims: int = 0) -> jax.Array:
     """`a .* sigmoid.(b)` with `a` and `b` the two halves of `x` along axis `dims` (0-based: NNlib's
     default `dim = 1` is `dims=0`), from "Language Modeling with Gated Convolutional Networks".
-    `glu(jnp.ones((4, 3))).shape == (2, 3)`; the axis must have even length."""
+    `glu(jnp.ones((4, 3))).shape == (2, 3)`; the axis must have even length.
+
+    ```python
+    >>> glu(jnp.array([1.0, 2.0, 0.0, 100.0]))   # [1, 2] .* sigmoid.([0, 100])
+    Array([0.5, 2. ], dtype=float32)
+    >>> glu(jnp.ones((3, 4)), 1).shape
+    (3, 2)
+
+    ```
+    """
     x = jnp.asarray(x)
     if x.ndim == 0:
         raise TypeError("glu(x, dims): x must be an array, got a number")

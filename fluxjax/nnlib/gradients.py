@@ -34,13 +34,31 @@ def _pool_grad(pool: Callable, dy, y, x, what: str) -> jax.Array:
 def grad_maxpool(dy, y, x, k: IntOrTuple | PoolDims, *, pad: IntOrTuple = 0, stride: IntOrTuple | None = None,
                  dilation: IntOrTuple = 1) -> jax.Array:
     """NNlib's `∇maxpool(dy, y, x, pdims)`: `dy` sent back to where each window's maximum is in `x`
-    (`y = maxpool(x, k, ...)`, checked for its shape); `k` and the keywords as `maxpool`'s."""
+    (`y = maxpool(x, k, ...)`, checked for its shape); `k` and the keywords as `maxpool`'s.
+
+    ```python
+    >>> x = jnp.array([1.0, 3.0, 2.0, 0.0]).reshape(4, 1, 1)   # (W, C, N)
+    >>> y = maxpool(x, 2)
+    >>> grad_maxpool(jnp.ones_like(y), y, x, 2)[:, 0, 0]   # to each window's maximum
+    Array([0., 1., 1., 0.], dtype=float32)
+
+    ```
+    """
     return _pool_grad(lambda x: maxpool(x, k, pad=pad, stride=stride, dilation=dilation), dy, y, x, "grad_maxpool")
 
 
 def grad_meanpool(dy, y, x, k: IntOrTuple | PoolDims, *, pad: IntOrTuple = 0, stride: IntOrTuple | None = None,
                   dilation: IntOrTuple = 1, count_include_pad: bool = True) -> jax.Array:
-    """NNlib's `∇meanpool(dy, y, x, pdims)`: `dy` spread evenly over each window of `x`."""
+    """NNlib's `∇meanpool(dy, y, x, pdims)`: `dy` spread evenly over each window of `x`.
+
+    ```python
+    >>> x = jnp.arange(4.0).reshape(4, 1, 1)
+    >>> y = meanpool(x, 2)
+    >>> grad_meanpool(jnp.ones_like(y), y, x, 2)[:, 0, 0]
+    Array([0.5, 0.5, 0.5, 0.5], dtype=float32)
+
+    ```
+    """
     f = lambda x: meanpool(x, k, pad=pad, stride=stride, dilation=dilation, count_include_pad=count_include_pad)
     return _pool_grad(f, dy, y, x, "grad_meanpool")
 
@@ -48,7 +66,16 @@ def grad_meanpool(dy, y, x, k: IntOrTuple | PoolDims, *, pad: IntOrTuple = 0, st
 def grad_lpnormpool(dy, y, x, *args: Any, p: float | None = None, k: IntOrTuple | None = None, pad: IntOrTuple = 0,
                     stride: IntOrTuple | None = None, dilation: IntOrTuple = 1) -> jax.Array:
     """NNlib's `∇lpnormpool(dy, y, x, pdims; p)`: the gradient of `lpnormpool(x, p, k, ...)`; `(p, k)` or
-    `(pdims, p=p)` as `lpnormpool` takes them."""
+    `(pdims, p=p)` as `lpnormpool` takes them.
+
+    ```python
+    >>> x = jnp.array([3.0, 4.0]).reshape(2, 1, 1)
+    >>> y = lpnormpool(x, 2, 2)   # sqrt(3² + 4²) = 5
+    >>> grad_lpnormpool(jnp.ones_like(y), y, x, 2, 2)[:, 0, 0]   # x / y
+    Array([0.6, 0.8], dtype=float32)
+
+    ```
+    """
     f = lambda x: lpnormpool(x, *args, p=p, k=k, pad=pad, stride=stride, dilation=dilation)
     return _pool_grad(f, dy, y, x, "grad_lpnormpool")
 
@@ -67,7 +94,15 @@ def _transpose(f: Callable, shape: tuple, dy, mismatch: Callable[[tuple], str] |
 
 
 def grad_upsample_nearest(dy, scale: int | Sequence[int]) -> jax.Array:
-    """NNlib's `∇upsample_nearest(Δ, scale)`: each block of `scale` summed back into one element."""
+    """NNlib's `∇upsample_nearest(Δ, scale)`: each block of `scale` summed back into one element.
+
+    ```python
+    >>> dy = jnp.arange(6.0).reshape(6, 1, 1)
+    >>> grad_upsample_nearest(dy, 3)[:, 0, 0]   # each block of 3 summed
+    Array([ 3., 12.], dtype=float32)
+
+    ```
+    """
     dy = jnp.asarray(dy)
     scale = (scale,) if isinstance(scale, int) else tuple(scale)
     if len(scale) > dy.ndim or any(dy.shape[i] % s for i, s in enumerate(scale)):
@@ -93,17 +128,39 @@ def _grad_upsample(upsample: Callable, n: int, dy, size, align_corners: bool) ->
 
 def grad_upsample_linear(dy, *, size: int | Sequence[int], align_corners: bool = True) -> jax.Array:
     """NNlib's `∇upsample_linear(Δ; size, align_corners)`: the adjoint of `upsample_linear` from an `x`
-    whose spatial size is `size` (dy is `(W, C, N)`)."""
+    whose spatial size is `size` (dy is `(W, C, N)`).
+
+    ```python
+    >>> grad_upsample_linear(jnp.ones((6, 1, 1)), size=3)[:, 0, 0]
+    Array([1.8      , 2.4      , 1.8000001], dtype=float32)
+
+    ```
+    """
     return _grad_upsample(upsample_linear, 1, dy, size, align_corners)
 
 
 def grad_upsample_bilinear(dy, *, size: Sequence[int], align_corners: bool = True) -> jax.Array:
-    """NNlib's `∇upsample_bilinear(Δ; size, align_corners)`: `size` is `x`'s `(W, H)`."""
+    """NNlib's `∇upsample_bilinear(Δ; size, align_corners)`: `size` is `x`'s `(W, H)`.
+
+    ```python
+    >>> grad_upsample_bilinear(jnp.ones((4, 4, 1, 1)), size=(2, 2))[:, :, 0, 0]
+    Array([[4., 4.],
+           [4., 4.]], dtype=float32)
+
+    ```
+    """
     return _grad_upsample(upsample_bilinear, 2, dy, size, align_corners)
 
 
 def grad_upsample_trilinear(dy, *, size: Sequence[int], align_corners: bool = True) -> jax.Array:
-    """NNlib's `∇upsample_trilinear(Δ; size, align_corners)`: `size` is `x`'s `(W, H, D)`."""
+    """NNlib's `∇upsample_trilinear(Δ; size, align_corners)`: `size` is `x`'s `(W, H, D)`.
+
+    ```python
+    >>> grad_upsample_trilinear(jnp.ones((4, 4, 4, 1, 1)), size=(2, 2, 2)).shape
+    (2, 2, 2, 1, 1)
+
+    ```
+    """
     return _grad_upsample(upsample_trilinear, 3, dy, size, align_corners)
 
 
@@ -111,7 +168,16 @@ def grad_depthwiseconv_data(dy, w, x_size: IntOrTuple | DepthwiseConvDims | None
                             pad: IntOrTuple = 0, dilation: IntOrTuple = 1, flipped: bool = False) -> jax.Array:
     """NNlib's `∇depthwiseconv_data(dy, w, cdims)`: the gradient of `depthwiseconv(x, w, ...)` with respect
     to `x`, as `grad_conv_data` of the grouped convolution that `depthwiseconv` is. `x_size` as there
-    (default: the smallest `x` that gives `dy`), or a `DepthwiseConvDims` in place of it and the keywords."""
+    (default: the smallest `x` that gives `dy`), or a `DepthwiseConvDims` in place of it and the keywords.
+
+    ```python
+    >>> w = jnp.ones((3, 1, 2))   # (k, multiplier, Cin)
+    >>> dy = jnp.ones((3, 2, 1))   # from x of (5, 2, 1)
+    >>> grad_depthwiseconv_data(dy, w, (5, 2, 1))[:, 0, 0]
+    Array([1., 2., 3., 2., 1.], dtype=float32)
+
+    ```
+    """
     w = jnp.asarray(w)
     if isinstance(x_size, ConvDims):
         kw = conv_keywords(x_size, "grad_depthwiseconv_data", None, w.shape, stride=stride, pad=pad,
@@ -127,7 +193,18 @@ def grad_depthwiseconv_filter(x, dy, w_size: IntOrTuple | DepthwiseConvDims, *, 
     """NNlib's `∇depthwiseconv_filter(x, dy, cdims)`: the gradient of `depthwiseconv(x, w, ...)` with respect
     to `w`, in NNlib's layout `(k..., mult, Cin)`; `w_size` is that shape, or just the kernel size `k`, or a
     `DepthwiseConvDims` in place of it and the keywords. It is `grad_conv_filter` of the grouped
-    convolution, unmerged."""
+    convolution, unmerged.
+
+    ```python
+    >>> x = jnp.arange(10.0).reshape(5, 2, 1)   # (W, Cin, N)
+    >>> dy = jnp.ones((3, 2, 1))
+    >>> grad_depthwiseconv_filter(x, dy, (3, 1, 2))[:, 0, :]
+    Array([[18., 21.],
+           [12., 15.],
+           [ 6.,  9.]], dtype=float32)
+
+    ```
+    """
     x, dy = jnp.asarray(x), jnp.asarray(dy)
     if isinstance(w_size, ConvDims):
         kw = conv_keywords(w_size, "grad_depthwiseconv_filter", x.shape, None, stride=stride, pad=pad,

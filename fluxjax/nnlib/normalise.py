@@ -15,6 +15,15 @@ def normalise(x: jax.typing.ArrayLike, dims: Dims = -1, eps: float = 1e-5) -> ja
     0-based and defaults to the last axis, as Flux's does; it may be a tuple, or `None` for all axes.
     Integer input is promoted to float. `normalise(jnp.array([90, 100, 110, 130, 70]))` is
     `[-0.5, 0, 0.5, 1.5, -1.5]` (shape `(5,)`).
+
+    ```python
+    >>> normalise(jnp.array([1.0, 2.0, 3.0]))
+    Array([-1.2247356,  0.       ,  1.2247356], dtype=float32)
+    >>> normalise(jnp.array([[1.0, 2.0], [3.0, 6.0]]), dims=0)   # each column
+    Array([[-0.999995  , -0.99999875],
+           [ 0.999995  ,  0.99999875]], dtype=float32)
+
+    ```
     """
     if jnp.ndim(x) == 0:
         raise TypeError(f"normalise(x) expects an array to normalise along dims, got the number {x!r}")

@@ -50,6 +50,14 @@ def pad_constant(x: jax.typing.ArrayLike, pad: PadSpec, val: float = 0, *, dims:
     """Pad `x` with the constant `val`; by default on every dim.
 
     `pad_constant(jnp.ones((2, 2)), (1, 2, 3, 4), 8).shape == (5, 9)`.
+
+    ```python
+    >>> pad_constant(jnp.array([1.0, 2.0, 3.0]), (2, 1), 9)
+    Array([9., 9., 1., 2., 3., 9.], dtype=float32)
+    >>> pad_constant(jnp.ones((2, 2)), 1, dims=0).shape   # 1 on both sides of axis 0 only
+    (4, 2)
+
+    ```
     """
     x = jnp.asarray(x)
     dims_ = _dims(dims, x.ndim, range(x.ndim))
@@ -57,7 +65,16 @@ def pad_constant(x: jax.typing.ArrayLike, pad: PadSpec, val: float = 0, *, dims:
 
 
 def pad_zeros(x: jax.typing.ArrayLike, pad: PadSpec, *, dims: DimSpec = None) -> jax.Array:
-    """Pad `x` with zeros: `pad_constant(x, pad, 0; dims)`."""
+    """Pad `x` with zeros: `pad_constant(x, pad, 0; dims)`.
+
+    ```python
+    >>> pad_zeros(jnp.array([1.0, 2.0, 3.0]), (2, 1))
+    Array([0., 0., 1., 2., 3., 0.], dtype=float32)
+    >>> pad_zeros(jnp.ones((2, 2, 1, 1)), 1).shape   # every axis
+    (4, 4, 3, 3)
+
+    ```
+    """
     return pad_constant(x, pad, 0, dims=dims)
 
 
@@ -74,22 +91,50 @@ def _pad_mode(x, pad: PadSpec, dims: DimSpec, mode: str) -> jax.Array:
 
 
 def pad_repeat(x: jax.typing.ArrayLike, pad: PadSpec, *, dims: DimSpec = None) -> jax.Array:
-    """Pad by repeating the border values (`[1,2,3]` with `(2,1)` gives `[1,1,1,2,3,3]`)."""
+    """Pad by repeating the border values (`[1,2,3]` with `(2,1)` gives `[1,1,1,2,3,3]`).
+
+    ```python
+    >>> pad_repeat(jnp.array([1.0, 2.0, 3.0]), (2, 1))
+    Array([1., 1., 1., 2., 3., 3.], dtype=float32)
+
+    ```
+    """
     return _pad_mode(x, pad, dims, "edge")
 
 
 def pad_reflect(x: jax.typing.ArrayLike, pad: PadSpec, *, dims: DimSpec = None) -> jax.Array:
-    """Pad by reflecting across the border, excluding it (`[1,2,3]` with `(2,1)` gives `[3,2,1,2,3,2]`)."""
+    """Pad by reflecting across the border, excluding it (`[1,2,3]` with `(2,1)` gives `[3,2,1,2,3,2]`).
+
+    ```python
+    >>> pad_reflect(jnp.array([1.0, 2.0, 3.0]), (2, 1))
+    Array([3., 2., 1., 2., 3., 2.], dtype=float32)
+
+    ```
+    """
     return _pad_mode(x, pad, dims, "reflect")
 
 
 def pad_symmetric(x: jax.typing.ArrayLike, pad: PadSpec, *, dims: DimSpec = None) -> jax.Array:
-    """Pad by reflecting including the border (`[1,2,3]` with `(2,1)` gives `[2,1,1,2,3,3]`)."""
+    """Pad by reflecting including the border (`[1,2,3]` with `(2,1)` gives `[2,1,1,2,3,3]`).
+
+    ```python
+    >>> pad_symmetric(jnp.array([1.0, 2.0, 3.0]), (2, 1))
+    Array([2., 1., 1., 2., 3., 3.], dtype=float32)
+
+    ```
+    """
     return _pad_mode(x, pad, dims, "symmetric")
 
 
 def pad_circular(x: jax.typing.ArrayLike, pad: PadSpec, *, dims: DimSpec = None) -> jax.Array:
-    """Pad by wrapping around (`[1,2,3]` with `(2,1)` gives `[2,3,1,2,3,1]`)."""
+    """Pad by wrapping around (`[1,2,3]` with `(2,1)` gives `[2,3,1,2,3,1]`).
+
+    ```python
+    >>> pad_circular(jnp.array([1.0, 2.0, 3.0]), (2, 1))
+    Array([2., 3., 1., 2., 3., 1.], dtype=float32)
+
+    ```
+    """
     return _pad_mode(x, pad, dims, "wrap")
 
 

@@ -60,6 +60,16 @@ def maxpool(
     `PoolDims` in place of `k` and the keywords.
 
     `maxpool(jnp.ones((10, 10, 3, 2)), (2, 2)).shape == (5, 5, 3, 2)`.
+
+    ```python
+    >>> x = jnp.arange(16.0).reshape(4, 4, 1, 1)   # WHCN
+    >>> maxpool(x, (2, 2))[:, :, 0, 0]
+    Array([[ 5.,  7.],
+           [13., 15.]], dtype=float32)
+    >>> maxpool(x, (3, 3), pad=1, stride=1).shape
+    (4, 4, 1, 1)
+
+    ```
     """
     x = jnp.asarray(x)
     dims, strides, padding, dil = _window(x, k, stride, pad, dilation, "maxpool")
@@ -94,6 +104,14 @@ def meanpool(
 
     With `count_include_pad=False` the divisor is the number of in-bounds elements.
     `meanpool(jnp.ones((10, 10, 3, 2)), (2, 2)).shape == (5, 5, 3, 2)`.
+
+    ```python
+    >>> x = jnp.arange(16.0).reshape(4, 4, 1, 1)   # WHCN
+    >>> meanpool(x, (2, 2))[:, :, 0, 0]
+    Array([[ 2.5,  4.5],
+           [10.5, 12.5]], dtype=float32)
+
+    ```
     """
     x = _float(x)
     w = _window(x, k, stride, pad, dilation, "meanpool")
@@ -113,6 +131,14 @@ def lpnormpool(
     `lpnormpool(x, p, k; pad, stride)` (`p` and `k` positional or by name) or NNlib's
     `lpnormpool(x, pdims, p=p)` with a `PoolDims`.
     `lpnormpool(x, 1, k) / prod(k) ≈ meanpool(x, k)`; shapes as `meanpool`.
+
+    ```python
+    >>> x = jnp.arange(16.0).reshape(4, 4, 1, 1)   # WHCN
+    >>> lpnormpool(x, 2, (2, 2))[:, :, 0, 0]   # sqrt of the sum of squares per window
+    Array([[ 6.4807405,  9.899495 ],
+           [21.400934 , 25.337719 ]], dtype=float32)
+
+    ```
     """
     p, k = _p_and_window(args, p, k, "lpnormpool")
     if not 0 < p < math.inf:

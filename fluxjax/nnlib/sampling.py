@@ -72,7 +72,18 @@ def _grid_sample(x: jax.Array, grid: jax.Array, padding_mode: str) -> jax.Array:
 
 def grad_grid_sample(dy: jax.typing.ArrayLike, x: jax.typing.ArrayLike, grid: jax.typing.ArrayLike, *,
                      padding_mode: str = "zeros") -> tuple[jax.Array, jax.Array]:
-    """NNlib's `∇grid_sample(Δ, input, grid; padding_mode)`: `(dx, dgrid)` for the output gradient `dy`."""
+    """NNlib's `∇grid_sample(Δ, input, grid; padding_mode)`: `(dx, dgrid)` for the output gradient `dy`.
+
+    ```python
+    >>> x = jnp.arange(4.0).reshape(2, 2, 1, 1)   # WHCN
+    >>> grid = jnp.zeros((2, 1, 1, 1))   # (xy, W_out, H_out, N): sample the centre
+    >>> dx, dgrid = grad_grid_sample(jnp.ones((1, 1, 1, 1)), x, grid)
+    >>> dx[:, :, 0, 0]   # the centre is the mean of the four pixels
+    Array([[0.25, 0.25],
+           [0.25, 0.25]], dtype=float32)
+
+    ```
+    """
     y, back = jax.vjp(lambda x, g: grid_sample(x, g, padding_mode=padding_mode), jnp.asarray(x), jnp.asarray(grid))
     dy = jnp.asarray(dy)
     if dy.shape != y.shape:
@@ -187,7 +198,18 @@ def imrotate(x: jax.typing.ArrayLike, theta: float, *, method: str = "bilinear",
 
 def grad_imrotate(dy: jax.typing.ArrayLike, x: jax.typing.ArrayLike, theta: float, *, method: str = "bilinear",
                   rotation_center: tuple | None = None) -> jax.Array:
-    """NNlib's `∇imrotate(dy, arr, θ; method, rotation_center)`: the adjoint of `imrotate` in the array (not θ)."""
+    """NNlib's `∇imrotate(dy, arr, θ; method, rotation_center)`: the adjoint of `imrotate` in the array (not θ).
+
+    ```python
+    >>> x = jnp.zeros((3, 3, 1, 1))   # WHCN
+    >>> dy = jnp.arange(9.0).reshape(3, 3, 1, 1)
+    >>> grad_imrotate(dy, x, 0.0)[:, :, 0, 0]   # θ = 0 is the identity: dy comes back
+    Array([[0., 1., 2.],
+           [3., 4., 5.],
+           [6., 7., 8.]], dtype=float32)
+
+    ```
+    """
     x, theta, center = _prepare(x, theta, method, rotation_center)
     dy = jnp.asarray(dy)
     if dy.shape != x.shape:

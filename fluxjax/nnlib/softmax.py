@@ -54,6 +54,15 @@ def softmax(x: jax.typing.ArrayLike, dims: Dims = 0) -> jax.Array:
     """`softmax(x; dims) = exp.(x) ./ sum(exp.(x); dims)`, computed as `exp(x - max)`.
 
     `softmax(jnp.array([1., 2., 3.]))` is `[0.0900306, 0.2447285, 0.6652410]`.
+
+    ```python
+    >>> softmax(jnp.array([1.0, 2.0, 3.0]))   # NNlib's docs: [0.0900306, 0.244728, 0.665241]
+    Array([0.09003057, 0.24472848, 0.66524094], dtype=float32)
+    >>> softmax(jnp.array([[1.0, 2.0], [3.0, 3.0]]), dims=1)   # Julia's dims=2: along each row
+    Array([[0.26894143, 0.7310586 ],
+           [0.5       , 0.5       ]], dtype=float32)
+
+    ```
     """
     x, axes = _prepare("softmax", x, dims)
     e = jnp.exp(_shifted(x, axes)[0])
@@ -61,7 +70,14 @@ def softmax(x: jax.typing.ArrayLike, dims: Dims = 0) -> jax.Array:
 
 
 def logsoftmax(x: jax.typing.ArrayLike, dims: Dims = 0) -> jax.Array:
-    """`logsoftmax(x; dims) = x .- log.(sum(exp.(x); dims))`, computed stably; `(m, n) -> (m, n)`."""
+    """`logsoftmax(x; dims) = x .- log.(sum(exp.(x); dims))`, computed stably; `(m, n) -> (m, n)`.
+
+    ```python
+    >>> logsoftmax(jnp.array([1.0, 2.0, 3.0]))
+    Array([-2.407606  , -1.4076059 , -0.40760595], dtype=float32)
+
+    ```
+    """
     x, axes = _prepare("logsoftmax", x, dims)
     z = _shifted(x, axes)[0]
     return z - jnp.log(jnp.sum(jnp.exp(z), axis=axes, keepdims=True))
@@ -69,7 +85,16 @@ def logsoftmax(x: jax.typing.ArrayLike, dims: Dims = 0) -> jax.Array:
 
 def grad_softmax(dy: jax.typing.ArrayLike, y: jax.typing.ArrayLike, dims: Dims = 0) -> jax.Array:
     """NNlib's `∇softmax(dy, y; dims)`: the gradient of `softmax` at its output `y = softmax(x, dims)`
-    for the cotangent `dy`, `y .* (dy .- sum(dy .* y; dims))`; `(m, n), (m, n) -> (m, n)`."""
+    for the cotangent `dy`, `y .* (dy .- sum(dy .* y; dims))`; `(m, n), (m, n) -> (m, n)`.
+
+    ```python
+    >>> x = jnp.array([1.0, 2.0, 3.0])
+    >>> dy = jnp.array([1.0, 0.0, 0.0])
+    >>> grad_softmax(dy, softmax(x))   # as jax.vjp(softmax, x)[1](dy)[0]
+    Array([ 0.08192507, -0.02203305, -0.05989202], dtype=float32)
+
+    ```
+    """
     dy, y = jnp.asarray(dy), jnp.asarray(y)
     axes = _prepare("grad_softmax", y, dims)[1]
     dx = dy * y
@@ -78,7 +103,16 @@ def grad_softmax(dy: jax.typing.ArrayLike, y: jax.typing.ArrayLike, dims: Dims =
 
 def grad_logsoftmax(dy: jax.typing.ArrayLike, y: jax.typing.ArrayLike, dims: Dims = 0) -> jax.Array:
     """NNlib's `∇logsoftmax(dy, y; dims)`: the gradient of `logsoftmax` at its output
-    `y = logsoftmax(x, dims)` for the cotangent `dy`, `dy .- sum(dy; dims) .* exp.(y)`."""
+    `y = logsoftmax(x, dims)` for the cotangent `dy`, `dy .- sum(dy; dims) .* exp.(y)`.
+
+    ```python
+    >>> x = jnp.array([1.0, 2.0, 3.0])
+    >>> dy = jnp.array([1.0, 0.0, 0.0])
+    >>> grad_logsoftmax(dy, logsoftmax(x))   # as jax.vjp(logsoftmax, x)[1](dy)[0]
+    Array([ 0.90996945, -0.24472849, -0.66524094], dtype=float32)
+
+    ```
+    """
     dy, y = jnp.asarray(dy), jnp.asarray(y)
     axes = _prepare("grad_logsoftmax", y, dims)[1]
     return dy - jnp.sum(dy, axis=axes, keepdims=True) * jnp.exp(y)
@@ -89,6 +123,14 @@ def logsumexp(x: jax.typing.ArrayLike, dims: Dims = None) -> jax.Array:
 
     With `dims` the reduced axes are kept (size 1), as NNlib. A slice containing `+Inf` gives
     `+Inf` (NNlib gives NaN there).
+
+    ```python
+    >>> logsumexp(jnp.array([1.0, 2.0, 3.0]))
+    Array(3.407606, dtype=float32)
+    >>> logsumexp(jnp.array([[1.0, 2.0], [3.0, 4.0]]), dims=0)   # keeps the reduced axis, as Julia
+    Array([[3.126928, 4.126928]], dtype=float32)
+
+    ```
     """
     x, axes = _prepare("logsumexp", x, dims)
     m = jax.lax.stop_gradient(jnp.max(x, axis=axes, keepdims=True))

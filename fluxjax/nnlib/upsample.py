@@ -31,6 +31,15 @@ def upsample_nearest(
     An int `scale` applies to every spatial dim (all but the last two). Give `size=` instead of
     `scale` for an output size that is a multiple of the input size.
     `upsample_nearest(jnp.ones((2, 3, 1, 1)), (2, 3)).shape == (4, 9, 1, 1)`.
+
+    ```python
+    >>> upsample_nearest(jnp.array([[1.0, 2.0], [3.0, 4.0]]), (2, 3))
+    Array([[1., 1., 1., 2., 2., 2.],
+           [1., 1., 1., 2., 2., 2.],
+           [3., 3., 3., 4., 4., 4.],
+           [3., 3., 3., 4., 4., 4.]], dtype=float32)
+
+    ```
     """
     x = jnp.asarray(x)
     if (scale is None) == (size is None):
@@ -84,6 +93,12 @@ def upsample_linear(
     Output size `floor(scale * n)` per dim, or `size=`. With `align_corners=True` output index `o`
     reads source position `o * (n_in-1)/(n_out-1)`; else `max(0, (o + 0.5) * n_in/n_out - 0.5)`.
     `upsample_linear(jnp.ones((4, 3, 1)), 2.5).shape == (10, 3, 1)`.
+
+    ```python
+    >>> upsample_linear(jnp.array([1.0, 2.0, 4.0]).reshape(3, 1, 1), 2)[:, 0, 0]   # (W, C, N), corners aligned
+    Array([1.       , 1.4000001, 1.8      , 2.4      , 3.2      , 4.       ],      dtype=float32)
+
+    ```
     """
     x = jnp.asarray(x)
     n = x.ndim - 2
@@ -115,6 +130,15 @@ def upsample_bilinear(
     """Bilinear upsampling of a WHCN array, `(W, H, C, N) -> (floor(sW*W), floor(sH*H), C, N)`.
 
     `upsample_bilinear(jnp.ones((2, 3, 1, 1)), (2, 3)).shape == (4, 9, 1, 1)`.
+
+    ```python
+    >>> x = jnp.array([[1.0, 2.0], [3.0, 4.0]]).reshape(2, 2, 1, 1)   # WHCN
+    >>> upsample_bilinear(x, size=(3, 3))[:, :, 0, 0]
+    Array([[1. , 1.5, 2. ],
+           [2. , 2.5, 3. ],
+           [3. , 3.5, 4. ]], dtype=float32)
+
+    ```
     """
     if jnp.ndim(x) != 4:
         raise ValueError(f"upsample_bilinear expects a 4-d (W, H, C, N) array, got shape {jnp.shape(x)}")
@@ -125,7 +149,14 @@ def upsample_trilinear(
     x: jax.typing.ArrayLike, scale: Scale | None = None, *, size: Sequence[int] | None = None,
     align_corners: bool = True,
 ) -> jax.Array:
-    """Trilinear upsampling of a WHDCN array, `(W, H, D, C, N) -> (sW*W, sH*H, sD*D, C, N)`."""
+    """Trilinear upsampling of a WHDCN array, `(W, H, D, C, N) -> (sW*W, sH*H, sD*D, C, N)`.
+
+    ```python
+    >>> upsample_trilinear(jnp.ones((2, 2, 2, 1, 1)), (2, 2, 2)).shape   # WHDCN
+    (4, 4, 4, 1, 1)
+
+    ```
+    """
     if jnp.ndim(x) != 5:
         raise ValueError(f"upsample_trilinear expects a 5-d (W, H, D, C, N) array, got shape {jnp.shape(x)}")
     return upsample_linear(x, scale, size=size, align_corners=align_corners)
@@ -136,6 +167,13 @@ def pixel_shuffle(x: jax.typing.ArrayLike, r: int) -> jax.Array:
 
     Exactly NNlib's column-major `reshape(x, (W, H, r, r, C, N))`, `permutedims(·, (3, 1, 4, 2, 5, 6))`,
     `reshape(·, (W*r, H*r, C, N))`: output `[r*w + i, r*h + j, c, n]` reads channel `c*r^2 + j*r + i`.
+
+    ```python
+    >>> x = jnp.arange(8.0).reshape(1, 2, 4, 1)   # (W, H, C·r², N) with r = 2
+    >>> pixel_shuffle(x, 2).shape
+    (2, 4, 1, 1)
+
+    ```
     """
     x = jnp.asarray(x)
     if x.ndim <= 2:

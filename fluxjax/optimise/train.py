@@ -45,7 +45,21 @@ def _stateless(rule: optax.GradientTransformation) -> bool:
 
 
 class NonFiniteLoss(FloatingPointError):
-    """The loss was NaN or Inf (Flux's `DomainError`); the step was not applied."""
+    """The loss was NaN or Inf (Flux's `DomainError`); the step was not applied.
+
+    ```python
+    >>> m = Dense(1, 1)
+    >>> opt = setup(Descent(0.1), m)
+    >>> data = [(jnp.ones((1, 1)),)]
+    >>> train_(lambda m, x: jnp.log(-jnp.sum(m(x) ** 2)), m, data, opt, jit=False)   # log of a negative number
+    Traceback (most recent call last):
+        ...
+    fluxjax.optimise.train.NonFiniteLoss: train_: the loss is nan at data index 0 (0-based); ...
+    >>> issubclass(NonFiniteLoss, FloatingPointError)
+    True
+
+    ```
+    """
 
 
 def _split_adtype(fn: str, model: Any, data: Any, opt_state: Any, rest: tuple, data_name: str) -> tuple:
@@ -157,7 +171,19 @@ def trainstep_(loss: Callable, model: Any, batch: Any, opt_state: Any, *rest: An
 def trainstep_withgradient_(loss: Callable, model: Any, batch: Any, opt_state: Any, *rest: Any,
                             jit: bool = True) -> tuple[Any, Any]:
     """Flux's `trainstep_withgradient!`: `trainstep_` that also returns the gradient, `(val, grad)`,
-    with `grad` shaped like the model (`None` where nothing is differentiable)."""
+    with `grad` shaped like the model (`None` where nothing is differentiable).
+
+    ```python
+    >>> m = Dense(1, 1, init=ones32)
+    >>> opt = setup(Descent(0.1), m)
+    >>> loss_fn = lambda m, x, y: jnp.sum((m(x) - y) ** 2)
+    >>> batch = (jnp.ones((1, 1)), jnp.zeros((1, 1)))
+    >>> loss, grad = trainstep_withgradient_(loss_fn, m, batch, opt)
+    >>> loss, grad.weight, m.weight   # 1 - 0.1 * 2
+    (Array(1., dtype=float32), Array([[2.]], dtype=float32), Array([[0.8]], dtype=float32))
+
+    ```
+    """
     return _one_step(loss, (model, batch, opt_state, rest), jit, True)
 
 
