@@ -17,13 +17,25 @@ import numpy as np
 from .layer import LAYER_TYPES, is_float_array
 
 
-def _plain_holding_layer(v) -> bool:
-    """A plain object (an instance `__dict__`; fluxjax's own classes and classes keyed by
-    `__fluxjax_key__` excepted) with a layer among its fields: a `types.SimpleNamespace`, a trainer."""
+PLAIN_DEPTH = 3  # plain objects inside plain objects searched for layers (a trainer's config's model)
+
+
+def _fields(v) -> dict | None:
+    """The fields of a plain object (an instance `__dict__`; fluxjax's own classes and classes keyed by
+    `__fluxjax_key__` excepted), else None."""
     d = getattr(v, "__dict__", None)
     t = type(v)
-    return (type(d) is dict and not isinstance(v, (type, types.ModuleType)) and not hasattr(t, "__fluxjax_key__")
-            and t.__module__.partition(".")[0] != "fluxjax" and any(_holds_layer(e) for e in d.values()))
+    if (type(d) is not dict or isinstance(v, (type, types.ModuleType, types.FunctionType, types.MethodType))
+            or hasattr(t, "__fluxjax_key__") or t.__module__.partition(".")[0] == "fluxjax"):
+        return None
+    return d
+
+
+def _plain_holding_layer(v, depth: int = PLAIN_DEPTH) -> bool:
+    """A plain object with a layer among its fields (or in a plain object among them, `depth` levels
+    down): a `types.SimpleNamespace`, a trainer."""
+    d = _fields(v)
+    return d is not None and any(_holds_layer(e, depth - 1) for e in d.values())
 
 
 def plain_with_parameters(v) -> bool:
@@ -70,9 +82,10 @@ def _holds_param(v, depth) -> bool:
     return False
 
 
-def _holds_layer(v) -> bool:
+def _holds_layer(v, depth: int = PLAIN_DEPTH) -> bool:
+    """A layer, or a list/tuple/dict or (up to `depth` levels) plain object holding one."""
     if type(v) in LAYER_TYPES:
         return True
     if type(v) in (list, tuple, dict):
-        return any(_holds_layer(e) for e in (v.values() if type(v) is dict else v))
-    return False
+        return any(_holds_layer(e, depth) for e in (v.values() if type(v) is dict else v))
+    return depth > 0 and _plain_holding_layer(v, depth)

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import fluxjax as Flux
+from fluxjax.core.plain import PLAIN_DEPTH
 from fluxjax.losses import mse
 
 X = jnp.arange(1.0, 7.0).reshape(3, 2)
@@ -179,12 +180,13 @@ def test_an_equal_partial_and_lambda_share_one_program():
     assert len(set(train_mod._compiled._cache) - before) == 2
 
 
-@pytest.mark.parametrize("nest", [1, 2], ids=["walked-plain-object", "constant-plain-object"])
+@pytest.mark.parametrize("nest", [1, PLAIN_DEPTH, PLAIN_DEPTH + 1],
+                         ids=["walked-plain-object", "walked-nested", "constant-plain-object"])
 def test_state_of_a_layer_read_through_plain_objects_moves_every_call(nest):
-    """A BatchNorm the function reaches through plain objects: one level down it is walked (an input),
-    two levels down it is a constant of the program, keyed by contents. Either way each call updates
-    its running mean from the previous call's, as eagerly (a key taken after the program's own writes
-    would keep the first constant)."""
+    """A BatchNorm the function reaches through plain objects: up to `PLAIN_DEPTH` levels down it is
+    walked (an input), deeper it is a constant of the program, keyed by contents. Either way each call
+    updates its running mean from the previous call's, as eagerly (a key taken after the program's own
+    writes would keep the first constant)."""
     import types
 
     norm = Flux.BatchNorm(2)
@@ -192,10 +194,17 @@ def test_state_of_a_layer_read_through_plain_objects_moves_every_call(nest):
     holder = norm
     for _ in range(nest):
         holder = types.SimpleNamespace(inner=holder)
-    get = (lambda h: h.inner) if nest == 1 else (lambda h: h.inner.inner)
+
+    def get(h):
+        for _ in range(nest):
+            h = h.inner
+        return h
+
     f = Flux.jit(lambda x: get(holder)(x))
     x = jnp.arange(8.0).reshape(2, 4)
     mean = np.asarray(x).mean(1)
     for n in range(1, 5):
         f(x)
         np.testing.assert_allclose(norm.mu, (1 - 0.9 ** n) * mean, rtol=1e-5)
+    if nest <= PLAIN_DEPTH:  # walked: the statistics are inputs, one program serves every call
+        assert f.compilations == 1

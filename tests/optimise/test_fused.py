@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 import fluxjax as Flux
 from fluxjax.optimise import train as train_module
+from fluxjax.core.plain import PLAIN_DEPTH
 from fluxjax.optimise.train import CHECK_EVERY, NonFiniteLoss
 
 RNG = np.random.default_rng(0)
@@ -159,33 +160,41 @@ def test_a_new_attribute_settles_then_the_steps_fuse(scans):
     np.testing.assert_allclose(fused[1].layers[-1].seen, one_by_one[1].layers[-1].seen, rtol=1e-5)
 
 
-def _norm_outside(fuse, nest):
-    """`train_` with a loss that runs a BatchNorm held by a plain object (`nest`: inside another one)."""
+def _norm_outside(fuse, depth):
+    """`train_` with a loss that runs a BatchNorm held by a plain object, `depth` plain objects down."""
     import types
 
     Flux.seed_(3)
     norm = Flux.BatchNorm(2)
     Flux.trainmode_(norm)
     aux = types.SimpleNamespace(norm=norm)
-    if nest:
+    for _ in range(depth - 1):
         aux = types.SimpleNamespace(inner=aux)
-    run = (lambda a: a.inner.norm) if nest else (lambda a: a.norm)
+
+    def run(a):
+        while not hasattr(a, "norm"):
+            a = a.inner
+        return a.norm
+
+    # outside the walk every step compiles (the statistics are constants of the program): a few steps
+    data = DATA if depth <= PLAIN_DEPTH else DATA[:4]
     # (Descent: the last bias feeds a BatchNorm, so its gradient is rounding noise, which Adam would amplify)
-    out = _train(_mlp, Flux.Descent(0.1), DATA, fuse=fuse, loss=lambda m, x, y: Flux.mse(run(aux)(m(x)), y))
+    out = _train(_mlp, Flux.Descent(0.1), data, fuse=fuse, loss=lambda m, x, y: Flux.mse(run(aux)(m(x)), y))
     return out, np.asarray(norm.mu)
 
 
-@pytest.mark.parametrize("nest", [False, True], ids=["walked", "outside-the-walk"])
-def test_a_batchnorm_held_by_a_plain_object(nest, scans):
-    """A plain object holding layers, read by the loss, is walked: its BatchNorm's statistics are carried
-    (and are inputs of the compiled step, not constants). One more level down it is not walked: its
-    writes go beside the inputs, and the steps run one by one. Either way the numbers are the eager ones."""
-    fused, mu = _norm_outside(True, nest)
-    assert scans == ([] if nest else [CHECK_EVERY, CHECK_EVERY])
-    eager, eager_mu = _norm_outside(None, nest)
+@pytest.mark.parametrize("depth", [1, PLAIN_DEPTH, PLAIN_DEPTH + 1], ids=["held", "nested", "outside-the-walk"])
+def test_a_batchnorm_held_by_a_plain_object(depth, scans):
+    """A plain object holding layers (directly or through up to `PLAIN_DEPTH` plain objects), read by the
+    loss, is walked: its BatchNorm's statistics are carried (and are inputs of the compiled step, not
+    constants). Deeper it is not walked: its writes go beside the inputs, and the steps run one by one.
+    Either way the numbers are the eager ones."""
+    fused, mu = _norm_outside(True, depth)
+    assert scans == ([] if depth > PLAIN_DEPTH else [CHECK_EVERY, CHECK_EVERY])
+    eager, eager_mu = _norm_outside(None, depth)
     _same(fused, eager, rtol=1e-4)
     np.testing.assert_allclose(mu, eager_mu, rtol=1e-4, atol=1e-6)
-    step_by_step, mu_steps = _norm_outside(False, nest)
+    step_by_step, mu_steps = _norm_outside(False, depth)
     _same(fused, step_by_step)
     np.testing.assert_allclose(mu, mu_steps, rtol=1e-5, atol=1e-6)
 

@@ -123,9 +123,20 @@ def _pullback(f, m):
 ENTRY = {"gradient": _explicit, "withgradient": _withgradient, "implicit": _implicit, "pullback": _pullback}
 
 
-@pytest.mark.parametrize("where", WHERE)
-@pytest.mark.parametrize("exc", EXCEPTIONS, ids=lambda e: e.__name__)
-@pytest.mark.parametrize("entry", list(ENTRY))
+def _fault_cases():
+    """Every entry point x exception x place. Each case compiles its programs a few times (the loss's
+    call counter is part of what the trace reads), so the default run keeps a cover: every entry point
+    and exception after the state write (the hardest place), every place for a ValueError; the rest
+    are `slow`."""
+    for entry in ENTRY:
+        for exc in EXCEPTIONS:
+            for where in WHERE:
+                fast = where == "after_state_write" or exc is ValueError
+                yield pytest.param(entry, exc, where, id=f"{entry}-{exc.__name__}-{where}",
+                                   marks=() if fast else pytest.mark.slow)
+
+
+@pytest.mark.parametrize("entry, exc, where", list(_fault_cases()))
 def test_fault_inside_differentiation_leaves_model_untouched(entry, exc, where):
     run = ENTRY[entry]
     m, twin = _model(), _model()
