@@ -3,8 +3,9 @@
 - `sharded DIR`: 4 simulated CPU devices; save a model whose weight is sharded over them, load it into a
   model sharded differently, report shardings and numbers.
 - `mp PID PORT DIR save|load`: one of two jax.distributed processes on loopback (1 CPU device each) with a
-  weight sharded across both: `save` writes it (each process its own shard), `load` restores it into a
-  fresh model with the same sharding and reports its local shard beside the expected numbers.
+  weight sharded across both: `save` writes it (each process its own shard), reports, and waits to be
+  killed with SIGKILL; `load` restores it into a fresh model with the same sharding and reports its local
+  shard beside the expected numbers.
 - `export DIR` (tests/test_safetensors_interop.py): 4 devices; export a model whose weight is sharded
   over them to DIR/m.safetensors and DIR/m.npz, report the numbers it holds.
 - `mpexport PID PORT DIR`: one of two jax.distributed processes with a weight sharded across both;
@@ -72,7 +73,10 @@ def multi(pid, port, d, phase):
     print(json.dumps({"pid": pid, "processes": jax.process_count(), "phase": phase,
                       "fully_addressable": w.is_fully_addressable, "same_sharding": w.sharding == sh,
                       "local": np.asarray(shard.data).tolist(), "expected": expected[shard.index].tolist(),
-                      "files": sorted(os.listdir(os.path.join(d, "7", "arrays"))) if phase == "load" else []}))
+                      "files": sorted(os.listdir(os.path.join(d, "7", "arrays"))) if phase == "load" else []}),
+          flush=True)
+    if phase == "save":  # stay alive until the test kills the process: no orderly shutdown after a save
+        time.sleep(600)
 
 
 def export(d):
