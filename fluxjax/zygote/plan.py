@@ -10,7 +10,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..core.layer import LAYER_TYPES, is_float_array, is_layer
+from ..compiled.pure import tracing
+from ..core.layer import LAYER_TYPES, is_array, is_float_array, is_layer
 from ..core.region import commit, run_in_region
 from ..core.region import written as _written
 from ..core.walk import NUMBER_TYPES, STATE, Slot, is_visited, walk
@@ -21,9 +22,11 @@ from .tangent import _rebuild
 class _Plan:
     """`fx(*primals) -> (y, state_writes)` plus how to map cotangents back."""
 
-    def __init__(self, fx, primals, finish, written, ints=()):
+    def __init__(self, fx, primals, finish, written, ints=(), key=None):
         self.fx, self.primals, self.finish, self.written = fx, primals, finish, written
-        self.ints = tuple(ints)  # leaf indices of the Python ints being differentiated (see _traced)
+        # leaf indices of the Python ints and integer arrays being differentiated (see traced_with), and
+        # what the decision which of them can be traced as floats depends on besides `f`'s code
+        self.ints, self.key = tuple(ints), key
 
     def commit(self, values):
         for slot, v in zip(self.written, values):
@@ -163,6 +166,8 @@ def _as_primal(v):
     JAX promotes as it promotes the Python number itself, so arithmetic inside `gradient` has the dtype
     it has outside (`float16_array * 0.5` stays float16); an int is traced as a float (its value is
     kept; Zygote differentiates integers as reals). NumPy scalars are strongly typed, as outside."""
+    if _is_int_array(v):
+        return jnp.asarray(v, jnp.result_type(float))
     if isinstance(v, NUMBER_TYPES) and not isinstance(v, (bool, np.bool_)):
         if type(v) in (int, float):
             return jnp.asarray(float(v))
@@ -194,6 +199,23 @@ def _is_int(v) -> bool:
     return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
 
 
+def _is_int_array(v) -> bool:
+    """A signed integer array (not bool, not unsigned: raw PRNG keys are uint32)."""
+    return is_array(v) and jnp.issubdtype(v.dtype, jnp.signedinteger)
+
+
+def _int_arrays(w) -> list[int]:
+    """The integer-array leaves of a `walk` that `gradient` tries to differentiate as floats, as Zygote
+    differentiates `Int` arrays: those passed as arguments (or in tuples, lists and dicts of them), not
+    the fields of a layer (Optimisers.jl never trains an integer array, and a layer's integer array is
+    its configuration or an index table)."""
+    return [
+        i
+        for i, (v, r) in enumerate(zip(w.leaves, w.roles))
+        if r != STATE and _is_int_array(v) and not is_layer(w.slots[i].owner)
+    ]
+
+
 def _differentiable(w) -> list[int]:
     """The leaves of a `walk` that `gradient` differentiates: float or complex arrays, or numbers (real or
     complex; not bools), that are not state. Fields that a layer's `trainable=` leaves out (role OTHER)
@@ -215,7 +237,7 @@ def _explicit_plan(f, args, name, static=frozenset()) -> _Plan:
         untied = None
     if untied is not None:
         w = untied.run(lambda: walk(box))
-    diff = [i for i in _differentiable(w) if i not in static]
+    diff = sorted(i for i in (*_differentiable(w), *_int_arrays(w)) if i not in static)
     if not diff:
         bad = [a for a in args if isinstance(a, (str, bytes)) or callable(a) and not is_layer(a)]
         if bad:
@@ -233,25 +255,32 @@ def _explicit_plan(f, args, name, static=frozenset()) -> _Plan:
             by_leaf[i] = g
         return untied.run(lambda: _rebuild(box, by_leaf)) if untied is not None else _rebuild(box, by_leaf)
 
-    return _Plan(fx, primals, finish, written, [i for i in diff if _is_int(w.leaves[i])])
+    ints = [i for i in diff if _is_int(w.leaves[i]) or _is_int_array(w.leaves[i])]
+    key = tuple((i, np.shape(w.leaves[i]), str(getattr(w.leaves[i], "dtype", "int"))) for i in ints)
+    return _Plan(fx, primals, finish, written, ints, (len(w.leaves), key))
 
 
 def _is_implicit(args) -> bool:
     return len(args) == 1 and isinstance(args[0], Params)
 
 
-def _implicit_plan(f, ps: Params, name) -> _Plan:
+def _implicit_plan(f, ps: Params, name, static=frozenset()) -> _Plan:
+    """The plan for `gradient(f, ps)`. An integer array in `ps` (`Params([x])` of an `Int` array) is
+    traced as a float, as an argument is (see `traced_with`); `Grads` stays keyed by the array itself."""
     ps._resolve(f, name)
     written: list[Slot] = []
     fx = _make_fx(f, [e.slots for e in ps._entries], written)
-    primals = [e.value() for e in ps._entries]
-    return _Plan(fx, primals, lambda grads: Grads(ps, primals, list(grads)), written)
+    values = [e.value() for e in ps._entries]
+    ints = [i for i, v in enumerate(values) if _is_int_array(v) and i not in static]
+    primals = [_as_primal(v) if i in ints else v for i, v in enumerate(values)]
+    key = tuple((i, np.shape(values[i]), str(values[i].dtype)) for i in ints)
+    return _Plan(fx, primals, lambda grads: Grads(ps, values, list(grads)), written, ints, ("implicit", len(values), key))
 
 
 def _plan(f, args, name, static=frozenset()) -> _Plan:
     if not callable(f):
         raise TypeError(f"{name}(f, args...): f must be callable, got {type(f).__name__}")
-    return _implicit_plan(f, args[0], name) if _is_implicit(args) else _explicit_plan(f, args, name, static)
+    return _implicit_plan(f, args[0], name, static) if _is_implicit(args) else _explicit_plan(f, args, name, static)
 
 
 def _used_inputs(back, n: int) -> list[bool]:
@@ -309,33 +338,138 @@ def _traced(f, args, name, first_only):
     return traced_with(f, args, name, lambda plan: _run_vjp(plan, first_only))
 
 
-_INT_ERRORS = (TypeError, ValueError)  # a tracer where an int is needed: as an index, a size, or a
-# static argument of a jitted function (jax raises ValueError "Non-hashable static arguments")
+_INT_ERRORS = (TypeError, ValueError, IndexError)  # the kinds of error a float in an int's place raises
+# (jax raises ValueError "Non-hashable static arguments" for a static argument of a jitted function)
+_INDEX_WORDS = ("integer", "non-hashable static", "slice indices", "indices must be")
+_DECIDED: dict[Any, frozenset] = {}  # (f's code, the ints) -> the ints held static: decided once
+_MAX_DECIDED = 4096
+
+
+def _is_index_error(e: BaseException) -> bool:
+    """Whether `e` is what a float tracer in the place of an integer raises (an index, a size, an axis,
+    a bitwise operation, a static argument), not an error of `f`'s own."""
+    if isinstance(e, (jax.errors.TracerIntegerConversionError, jax.errors.ConcretizationTypeError)):
+        return True
+    msg = str(e).lower()
+    if isinstance(e, TypeError) and "unhashable type" in msg and "tracer" in msg:
+        return True  # a float tracer where jax needs a static int (`jnp.tile(x, n)`)
+    return isinstance(e, _INT_ERRORS) and any(w in msg for w in _INDEX_WORDS)
+
+
+def _code_of(f) -> Any:
+    while hasattr(f, "func") and callable(getattr(f, "func", None)) and hasattr(f, "args"):  # functools.partial
+        f = f.func
+    f = getattr(f, "__func__", f)  # a bound method
+    code = getattr(f, "__code__", None)
+    if code is None:
+        return type(f)  # a layer or another callable object: its class decides what it does
+    return code, tuple(_cell_type(c) for c in (f.__closure__ or ()))
+
+
+def _cell_type(c) -> type:
+    try:
+        return type(c.cell_contents)
+    except ValueError:  # an empty cell
+        return type(None)
+
+
+class IntsUndecided(Exception):
+    """Raised in the trace of an eager `gradient` that fluxjax compiles on its own when it has not yet
+    decided which integers `f` can take as floats: that needs concrete values (see `_search`), so the
+    call runs op by op once, decides, and the next call compiles."""
+
+
+def _same_output(a, b, concrete: bool) -> bool:
+    """Whether `f` returned the same with an integer traced as a float (`a`) as with it held (`b`):
+    the same structure and shapes, and where the values are known, the same values."""
+    la, ta = jax.tree_util.tree_flatten(a)
+    lb, tb = jax.tree_util.tree_flatten(b)
+    if ta != tb or [np.shape(v) for v in la] != [np.shape(v) for v in lb]:
+        return False
+    if not concrete:
+        return True
+    for u, v in zip(la, lb):
+        try:
+            if not np.allclose(np.asarray(u, np.complex128), np.asarray(v, np.complex128), rtol=1e-5, equal_nan=True):
+                return False
+        except (TypeError, ValueError):  # not numbers (a string beside the loss)
+            if u is not v and not (type(u) is type(v) and u == v):
+                return False
+    return True
+
+
+def _search(f, args, name, run, plan):
+    """Which ints `f` can take as floats: all of them, or (when that raises an index error) none, then
+    each one alone where `f` allows it. An integer that changes what `f` returns when traced as a float
+    (a layer that reads integer input as indices and float input as one-hot, as `Embedding`) is held
+    static too: that check compares values, so it needs concrete ones (inside a trace that fluxjax
+    starts on its own it raises `IntsUndecided`; inside the user's own trace it compares shapes only).
+    `(plan, run(plan), static, decided)`; `decided` says whether the values were compared."""
+    static: frozenset = frozenset()
+    try:
+        res = run(plan)
+    except _INT_ERRORS as e:
+        if not _is_index_error(e):
+            raise
+        static = frozenset(plan.ints)
+        plan = _plan(f, args, name, static)
+        res = run(plan)  # still failing: not the ints' fault, raise that error
+        for i in sorted(static):
+            trial = static - {i}
+            try:
+                p2 = _plan(f, args, name, trial)
+                r2 = run(p2)
+            except _INT_ERRORS as e:
+                if not _is_index_error(e):
+                    raise
+                continue
+            static, plan, res = trial, p2, r2
+    free = [i for i in plan.ints if i not in static]
+    if not free:
+        return plan, res, static, True
+    concrete = not any(isinstance(v, jax.core.Tracer) for v in jax.tree_util.tree_leaves(plan.primals))
+    if not concrete and tracing():
+        raise IntsUndecided(name)
+    reference = plan.fx(*plan.primals)[0]
+    held = [i for i in free if not _same_output(reference, _forward(f, args, name, static | {i}), concrete)]
+    if held:
+        static = static | frozenset(held)
+        plan = _plan(f, args, name, static)
+        res = run(plan)
+    return plan, res, static, concrete
+
+
+def _forward(f, args, name, static):
+    p = _plan(f, args, name, static)
+    return p.fx(*p.primals)[0]
 
 
 def traced_with(f, args, name, run):
-    """`(plan, run(plan))` for the plan of `f(*args)`. Python ints are differentiated as numbers, as
-    Zygote does (`gradient(x -> 3x^2 + 2x + 1, 5) == (32,)`), which needs a float tracer in their place;
-    when that makes `f` fail (an int used as an index, a size or an axis, where Zygote's rules give
-    `nothing`), the ints are held static instead, and then made differentiable again one at a time where
-    `f` allows it. (So `f` runs more than once on that path.)"""
+    """`(plan, run(plan))` for the plan of `f(*args)`. Python ints and integer arrays are differentiated
+    as numbers, as Zygote does (`gradient(x -> 3x^2 + 2x + 1, 5) == (32,)`, `jacobian(a -> 100*a[1:3].^2,
+    1:7)`), which needs a float tracer in their place; when that makes `f` fail with an index error (an
+    int used as an index, a size or an axis, where Zygote's rules give `nothing`), or changes the shape of
+    what `f` returns (`Embedding` reads float input as one-hot), those ints are held static instead and
+    get `None` (see `_search`; `f` runs more than once then). The decision is kept per `f`'s code and
+    the ints' positions, shapes and dtypes, so a loop decides once; an error under a kept decision
+    decides again."""
     plan = _plan(f, args, name)
-    try:
+    if not plan.ints:
         return plan, run(plan)
-    except _INT_ERRORS:
-        if not plan.ints:
-            raise
-    static = frozenset(plan.ints)
-    plan = _plan(f, args, name, static)
-    res = run(plan)  # still failing: not the ints' fault, raise that error
-    for i in sorted(static):
-        trial = static - {i}
+    key = (_code_of(f), plan.key)
+    static = _DECIDED.get(key)
+    if static is not None:
         try:
-            p2 = _plan(f, args, name, trial)
-            r2 = run(p2)
-        except _INT_ERRORS:
-            continue
-        static, plan, res = trial, p2, r2
+            held = _plan(f, args, name, static) if static else plan
+            return held, run(held)
+        except _INT_ERRORS as e:
+            if not _is_index_error(e):
+                raise
+    plan, res, static, decided = _search(f, args, name, run, plan)
+    if decided:
+        if len(_DECIDED) >= _MAX_DECIDED:
+            _DECIDED.clear()
+        _DECIDED[key] = static
     return plan, res
 
 
