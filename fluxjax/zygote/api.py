@@ -20,7 +20,8 @@ from ..core.region import current_region
 from .adtypes import ADType, AutoFiniteDifferences
 from .closure import _check_leaks, _snapshot
 from .implicit import Grads, Params
-from .plan import IntsUndecided, WithGradient, _grads, _plan, _used_inputs, _vjp, traced_with, zygote_cotangents, zygote_seed
+from .intargs import IntsUndecided, _vjp, traced_with
+from .plan import WithGradient, _grads, _plan, _used_inputs, zygote_cotangents, zygote_seed
 
 # ---------------------------------------------------------------------------------------------
 # The eager entry points as cached compiled programs.
