@@ -255,8 +255,14 @@ def _explicit_plan(f, args, name, static=frozenset()) -> _Plan:
         return untied.run(lambda: _rebuild(box, by_leaf)) if untied is not None else _rebuild(box, by_leaf)
 
     ints = [i for i in diff if _is_int(w.leaves[i]) or _is_int_array(w.leaves[i])]
-    key = tuple((i, np.shape(w.leaves[i]), str(getattr(w.leaves[i], "dtype", "int"))) for i in ints)
-    return _Plan(fx, primals, finish, written, ints, (len(w.leaves), key))
+    key = None
+    if ints:  # what the decision which ints f can take as floats depends on: the structure of the arguments
+        try:
+            leaf = w.leaves
+            key = (hash(tuple(w.signature)), tuple((i, np.shape(leaf[i]), str(getattr(leaf[i], "dtype", "int"))) for i in ints))
+        except TypeError:  # something unhashable in the signature: decide every call
+            key = object()
+    return _Plan(fx, primals, finish, written, ints, key)
 
 
 def _is_implicit(args) -> bool:
