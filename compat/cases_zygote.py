@@ -240,6 +240,12 @@ def case_jacobian():
     ja, jx = Z.jacobian(lambda a, x: a**2 * x, jnp.array([1.0, 2, 3]), 1.0)
     close(ja, np.diag([2.0, 4, 6]))
     close(jx, [1.0, 4, 9])
+    # Julia's Int arguments as they are: integer arrays and ints are differentiated as reals
+    (j,) = Z.jacobian(lambda a: 100 * a[0:3] ** 2, jnp.arange(1, 8))
+    close(j, want)
+    ja, jx = Z.jacobian(lambda a, x: a**2 * x, jnp.array([1, 2, 3]), 1)
+    close(ja, np.diag([2.0, 4, 6]))
+    close(jx, [1.0, 4, 9])
 
 
 @case(
@@ -251,9 +257,10 @@ def case_jacobian():
     """,
 )
 def case_withjacobian():
-    val, grad = Z.withjacobian(jnp.cumsum, jnp.array([1.0, 2, 3]))
-    close(val, [1, 3, 6])
-    close(grad[0], rows([1, 0, 0], [1, 1, 0], [1, 1, 1]))
+    for x in (jnp.array([1.0, 2, 3]), jnp.array([1, 2, 3])):  # Julia's Int vector too
+        val, grad = Z.withjacobian(jnp.cumsum, x)
+        close(val, [1, 3, 6])
+        close(grad[0], rows([1, 0, 0], [1, 1, 0], [1, 1, 1]))
 
 
 @case(

@@ -1,8 +1,8 @@
 """Zygote's complex-number convention (Zygote.jl test/complex.jl).
 
 For a real `f` of `z = x + iy`, Zygote's gradient is `∂f/∂x + i·∂f/∂y` (the conjugate of JAX's `grad`).
-Julia's `10+20im` is Python's `10+20j`; Julia's Int arguments are written as floats where fluxjax does not
-differentiate integers (integer arrays; see tests/zygote/test_basics.py).
+Julia's `10+20im` is Python's `10+20j`; Julia's Int arguments are integers here too (fluxjax, as Zygote,
+differentiates integer numbers and arrays as reals; see tests/zygote/test_int_arrays.py).
 """
 
 import jax.numpy as jnp
@@ -102,9 +102,9 @@ def case_complex_norm_det():
 )
 def case_complex_issue_705():
     k = np.arange(1, 4)
-    # a real argument (Julia's Int vector, as floats): the projection of i·exp(k) onto the reals, 0
-    g = Z.gradient(lambda x: jnp.imag(jnp.sum(jnp.exp(x))), jnp.asarray(k, jnp.float32))[0]
-    zero_or_none(g)
+    # a real argument (Julia's Int vector, and as floats): the projection of i·exp(k) onto the reals, 0
+    for x in (jnp.asarray(k, jnp.int32), jnp.asarray(k, jnp.float32)):
+        zero_or_none(Z.gradient(lambda x: jnp.imag(jnp.sum(jnp.exp(x))), x)[0])
     cclose(Z.gradient(lambda x: jnp.imag(jnp.sum(jnp.exp(x))), jnp.asarray(k, jnp.complex64))[0], 1j * np.exp(k))
 
 

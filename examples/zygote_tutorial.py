@@ -3,9 +3,8 @@
 Each section follows Zygote.jl's docs (docs/src/index.md, adjoints.md, limitations.md and the
 docstrings of `gradient`, `pullback`, `withgradient`, `jacobian`, `hessian`, `diaghessian`, `dropgrad`,
 `hook`, `Buffer`), prints what fluxjax computes and asserts the value the Julia docs show.
-Differences a porter must know are noted where they occur: arrays are float32 JAX arrays; a gradient
-with respect to an integer array is `None` (JAX differentiates floating point only), so examples that
-Zygote runs on `[1, 2, 3]` use `[1.0, 2.0, 3.0]`; indexing is 0-based.
+Differences a porter must know are noted where they occur: arrays are float32 JAX arrays (an integer
+array is differentiated as a real, as in Zygote, and its gradient is a float array); indexing is 0-based.
 Run: python examples/zygote_tutorial.py [--quick]   (the whole tutorial takes seconds; --quick is accepted)
 """
 
@@ -67,11 +66,9 @@ show("gradient(*, 2.0, 3.0, 5.0)", gradient(lambda a, b, c: a * b * c, 2.0, 3.0,
 show("gradient(x -> sum(abs2, x), [7.0, 11.0, 13.0])",
      gradient(lambda x: jnp.sum(jnp.abs(x) ** 2), jnp.array([7.0, 11.0, 13.0])), ([14.0, 22.0, 26.0],))
 # Zygote's `gradient([7, 11], 0, 1) do x, y, d; sum(x.^size(x, d) .+ y); end` gives ([14.0, 22.0], 2.0, nothing):
-# here every Python number argument is differentiated as a float (so that gradient(f, 5) works), so an
-# integer that indexes or sizes something is closed over instead of passed.
-dim = 1
-show("gradient((x, y) -> sum(x.^size(x, d) .+ y), [7, 11], 0)",
-     gradient(lambda x, y: jnp.sum(x ** x.shape[dim - 1] + y), jnp.array([7.0, 11.0]), 0.0), ([14.0, 22.0], 2.0))
+# integers are differentiated as reals, and one used as a size (Julia's dimension 1 is axis 0) gets None.
+show("gradient((x, y, d) -> sum(x.^size(x, d) .+ y), [7, 11], 0, 1)",
+     gradient(lambda x, y, d: jnp.sum(x ** x.shape[d] + y), jnp.array([7, 11]), 0, 0), ([14.0, 22.0], 2.0, None))
 
 
 # Control flow and recursion are plain Python: the function is run, and its trace differentiated.

@@ -265,7 +265,7 @@ def test_user_layer_everywhere(seeded, untouched):
     "configuration here (BatchNorm.eps/momentum, Dropout.p, leakyrelu slopes, sizes): part of the pytree's "
     "treedef and of fluxjax.jit's cache key, and layer code branches on them in Python (`if self.p == 0`), "
     "which a tracer cannot do. Tracing them would break those layers under gradient and retrace per value; "
-    "hold a float array (jnp.asarray(2.0)) to differentiate a scalar field",
+    "hold a float array (jnp.asarray(2.0)) to differentiate a scalar field (docs/porting.md says so)",
 )
 def test_python_float_field_gradient():
     # Zygote.jl/test/features.jl:323 (fields of structs get gradients): gradient(x -> [x][1].a, Bar(1, 1)) == ((a=1, b=nothing),)

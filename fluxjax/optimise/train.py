@@ -29,6 +29,7 @@ from ..zygote.plan import first_output
 from ._rule_base import LeafState
 from .implicit import _implicit_holder, implicit_update_
 from .progress import progress as _display
+from .rooted import boxed, copy_back, unowned_arrays
 from .tree import _check_state, setup, update_
 from .wholetree import as_transform
 
@@ -192,6 +193,13 @@ def _one_step(loss, args: tuple, jit: bool, with_grad: bool) -> tuple[Any, Any]:
     adtype, model, batch, opt_state = _split_adtype(fn, *args, "batch")
     if isinstance(model, Params):
         raise TypeError(f"{fn} takes a model and opt_state = setup(rule, model); for implicit Params use train_")
+    if found := unowned_arrays(model, fn):
+        box = [model]
+        try:
+            args = (box, batch, [opt_state], ()) if adtype is None else (adtype, box, batch, ([opt_state],))
+            return _one_step(boxed(loss), args, jit, with_grad)
+        finally:
+            copy_back(model, box, found)
     _check_state(opt_state, f"{fn}(loss, model, batch, opt_state)")
     if jit and (adtype is None or adtype.traceable):  # every traceable adtype is JAX's reverse mode: one program
         return (_compiled_step_grad if with_grad else _compiled_step)(loss, model, opt_state, batch)
@@ -257,6 +265,14 @@ def train_(loss: Callable, model: Any, data: Iterable, opt_state: Any, *rest: An
         raise TypeError("train_ does not support callback functions (cb=), as Flux's train!. For more control "
                         "write the loop: `for d in data: trainstep_(loss, model, d, opt_state)`, then your code.")
     adtype, model, data, opt_state = _split_adtype("train_", model, data, opt_state, rest, "data")
+    if not isinstance(model, Params) and (found := unowned_arrays(model, "train_")):
+        box = [model]  # a bare NumPy array (or a tuple of them): trained in a list, then written in place
+        state = opt_state if isinstance(opt_state, optax.GradientTransformation) else [opt_state]
+        try:
+            return train_(boxed(loss), *(() if adtype is None else (adtype,)), box, data, state, jit=jit,
+                          progress=progress, mesh=mesh, fuse=fuse)
+        finally:
+            copy_back(model, box, found)
     jit = jit and (adtype is None or adtype.traceable)  # every traceable adtype is JAX's reverse mode
     sources = None
     opt_state = as_transform(opt_state)  # optax.MultiSteps, a class of its own

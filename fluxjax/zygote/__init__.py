@@ -3,11 +3,13 @@
 `gradient(f, args...)` differentiates with respect to every float array inside the arguments (layers
 included), by swapping JAX tracers into the live objects for the duration of the call (see
 `fluxjax.core.region`), and returns one entry per argument: arrays for arrays, `Tangent`s shaped like layers,
-`None` where Zygote gives `nothing` (no dependence on the loss, static fields, state, integer arrays).
+`None` where Zygote gives `nothing` (no dependence on the loss, static fields, state, integers used as
+indices). Integer numbers and arrays passed as arguments are differentiated as reals, as Zygote does.
 Implicit mode, `gradient(() -> loss, params(m))`, swaps the tracers into the slots that `Params` names
 and returns `Grads`.
 
-The package: `tangent` (structural gradients), `plan` (the translation onto `jax.vjp`), `api` (the entry
+The package: `tangent` (structural gradients), `plan` (the translation onto `jax.vjp`), `intargs`
+(which integer arguments are differentiated), `api` (the entry
 points), `implicit` (`Params`, `params`, `Grads`), `closure` (globals and closure lookup, the tracer-leak
 check), `rules` (`adjoint`), `control` (`dropgrad`, `ignore`, `hook`, `checkpointed`, `forwarddiff`) and
 `buffer` (`Buffer`).

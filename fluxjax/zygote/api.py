@@ -20,7 +20,8 @@ from ..core.region import current_region
 from .adtypes import ADType, AutoFiniteDifferences
 from .closure import _check_leaks, _snapshot
 from .implicit import Grads, Params
-from .plan import WithGradient, _grads, _plan, _used_inputs, _vjp, traced_with, zygote_cotangents, zygote_seed
+from .intargs import IntsUndecided, _vjp, traced_with
+from .plan import WithGradient, _grads, _plan, _used_inputs, zygote_cotangents, zygote_seed
 
 # ---------------------------------------------------------------------------------------------
 # The eager entry points as cached compiled programs.
@@ -83,6 +84,11 @@ def _run_compiled(name: str, eager: Callable, f: Callable, args: tuple) -> Any:
     try:
         with tracing_eager_call():
             out = prog(f, *args)
+    except IntsUndecided:
+        # which integer arguments `f` can take as floats is decided on concrete values, once: this call
+        # runs op by op, and the next one compiles with the decision
+        stats["fallbacks"] += 1
+        return eager(f, *args)
     except (*TRACE_ERRORS, TypeError) as e:
         # `f` needs concrete values (Python control flow on an array) or returns what a program cannot
         # (a string beside the loss): run op by op (nothing was written by the failed trace), and keep

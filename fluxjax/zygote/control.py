@@ -13,6 +13,7 @@ import numpy as np
 from ..core.layer import is_array
 from ..core.region import commit, run_in_region, within_gradient, written
 from ..core.walk import walk
+from ..random import default_rng
 
 
 def dropgrad(x: Any) -> Any:
@@ -54,25 +55,78 @@ def showgrad(x: Any, name: str = "x") -> Any:
 
 
 def checkpointed(f: Callable, *xs) -> Any:
-    """`f(*xs)` without storing intermediates: recomputed in the backward pass (`jax.checkpoint`).
+    """`f(*xs)` without storing intermediates: recomputed in the backward pass.
 
-    The arrays of `xs` (models included) go into the checkpointed function as inputs and their layers
-    are the live ones, so state that `f` writes (BatchNorm statistics in train mode) comes out of it and
-    goes through the state thread like any other write."""
-    box = list(xs)
-    w = walk(box)
+    The arrays of `xs` (models included) and those `f` reads from its closure and globals go into the
+    checkpointed function as inputs and their layers are the live ones, so state that `f` writes
+    (BatchNorm statistics in train mode) comes out of it and goes through the state thread like any
+    other write. Under an eager `pullback` (or `gradient(..., jit=False)`), the backward pass calls `f`
+    again, as Zygote's does, Python side effects included; inside a compiled program (the eager
+    `gradient`'s default, `fluxjax.jit`, `jax.jit`) or under forward mode it is `jax.checkpoint`, which
+    replays the traced program."""
+    box = [f, *xs, default_rng]
+    w = walk(box, functions=True, read_arrays=True)
     arrays = [i for i, v in enumerate(w.leaves) if isinstance(v, (jax.Array, np.ndarray))]
     writes: list = []
+    differentiating = within_gradient()
 
     def pure(values):
-        out, got = run_in_region(lambda: f(*box), [(w.slots[i], v) for i, v in zip(arrays, values)], written)
+        out, got = run_in_region(lambda: box[0](*box[1:-1]), [(w.slots[i], v) for i, v in zip(arrays, values)],
+                                 written, differentiating=differentiating)
         writes[:] = [slot for slot, _ in got]
         return out, [v for _, v in got]
 
-    out, new = jax.checkpoint(pure)([w.leaves[i] for i in arrays])
+    values = [w.leaves[i] for i in arrays]
+    out = new = None
+    if _eager_reverse(values):
+        try:
+            out, new = _rerun_on_back(pure)(values)
+        except _Leaked:  # f reads a traced value the walk does not reach: replay the traced program instead
+            out = None
+    if out is None:
+        out, new = jax.checkpoint(pure)(values)
     for slot, v in zip(writes, new):
         commit(slot, v)
     return out
+
+
+class _Leaked(Exception):
+    pass
+
+
+def _eager_reverse(values) -> bool:
+    """Whether these are the inputs of an eager reverse pass: some are JAX's linearize tracers over
+    concrete values (`jax.vjp` called op by op), none is traced otherwise. Only then can the backward
+    pass call Python again; the tracer's class is read by name, as JAX exports no test for it."""
+    some = False
+    for v in values:
+        if isinstance(v, jax.core.Tracer):
+            if type(v).__name__ != "LinearizeTracer" or isinstance(getattr(v, "primal", None), jax.core.Tracer):
+                return False
+            some = True
+    return some
+
+
+def _rerun_on_back(pure: Callable) -> Callable:
+    """`pure` as a `jax.custom_vjp` that keeps only its inputs and, on the backward pass, runs it again
+    (Python included) under `jax.vjp`."""
+
+    @jax.custom_vjp
+    def run(values):
+        return pure(values)
+
+    def fwd(values):
+        res = pure(values)
+        if any(isinstance(v, jax.core.Tracer) for v in jax.tree_util.tree_leaves(res)):
+            raise _Leaked  # a closed-over tracer: custom_vjp could not differentiate with respect to it
+        return res, values
+
+    def bwd(values, ct):
+        _, back = jax.vjp(pure, values)
+        return back(ct)
+
+    run.defvjp(fwd, bwd)
+    return run
 
 
 def forwarddiff(f: Callable, x: Any) -> Any:

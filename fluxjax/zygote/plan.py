@@ -1,6 +1,6 @@
 """The translation onto `jax.vjp`: a `_Plan` turns `f(args...)` (explicit arguments or implicit `Params`)
 into a pure function of the differentiable values plus the state it writes, runs `jax.vjp` on it (with
-the fallback for Python ints used as sizes) and maps the cotangents back to gradients."""
+`intargs` decides which integers it differentiates) and maps the cotangents back to gradients."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..core.layer import LAYER_TYPES, is_float_array, is_layer
+from ..core.layer import LAYER_TYPES, is_array, is_float_array, is_layer
 from ..core.region import commit, run_in_region
 from ..core.region import written as _written
 from ..core.walk import NUMBER_TYPES, STATE, Slot, is_visited, walk
@@ -21,9 +21,11 @@ from .tangent import _rebuild
 class _Plan:
     """`fx(*primals) -> (y, state_writes)` plus how to map cotangents back."""
 
-    def __init__(self, fx, primals, finish, written, ints=()):
+    def __init__(self, fx, primals, finish, written, ints=(), key=None):
         self.fx, self.primals, self.finish, self.written = fx, primals, finish, written
-        self.ints = tuple(ints)  # leaf indices of the Python ints being differentiated (see _traced)
+        # leaf indices of the Python ints and integer arrays being differentiated (see traced_with), and
+        # what the decision which of them can be traced as floats depends on besides `f`'s code
+        self.ints, self.key = tuple(ints), key
 
     def commit(self, values):
         for slot, v in zip(self.written, values):
@@ -163,6 +165,8 @@ def _as_primal(v):
     JAX promotes as it promotes the Python number itself, so arithmetic inside `gradient` has the dtype
     it has outside (`float16_array * 0.5` stays float16); an int is traced as a float (its value is
     kept; Zygote differentiates integers as reals). NumPy scalars are strongly typed, as outside."""
+    if _is_int_array(v):
+        return jnp.asarray(v, jnp.result_type(float))
     if isinstance(v, NUMBER_TYPES) and not isinstance(v, (bool, np.bool_)):
         if type(v) in (int, float):
             return jnp.asarray(float(v))
@@ -194,6 +198,23 @@ def _is_int(v) -> bool:
     return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
 
 
+def _is_int_array(v) -> bool:
+    """A signed integer array (not bool, not unsigned: raw PRNG keys are uint32)."""
+    return is_array(v) and jnp.issubdtype(v.dtype, jnp.signedinteger)
+
+
+def _int_arrays(w) -> list[int]:
+    """The integer-array leaves of a `walk` that `gradient` tries to differentiate as floats, as Zygote
+    differentiates `Int` arrays: those passed as arguments (or in tuples, lists and dicts of them), not
+    the fields of a layer (Optimisers.jl never trains an integer array, and a layer's integer array is
+    its configuration or an index table)."""
+    return [
+        i
+        for i, (v, r) in enumerate(zip(w.leaves, w.roles))
+        if r != STATE and _is_int_array(v) and not is_layer(w.slots[i].owner)
+    ]
+
+
 def _differentiable(w) -> list[int]:
     """The leaves of a `walk` that `gradient` differentiates: float or complex arrays, or numbers (real or
     complex; not bools), that are not state. Fields that a layer's `trainable=` leaves out (role OTHER)
@@ -215,7 +236,7 @@ def _explicit_plan(f, args, name, static=frozenset()) -> _Plan:
         untied = None
     if untied is not None:
         w = untied.run(lambda: walk(box))
-    diff = [i for i in _differentiable(w) if i not in static]
+    diff = sorted(i for i in (*_differentiable(w), *_int_arrays(w)) if i not in static)
     if not diff:
         bad = [a for a in args if isinstance(a, (str, bytes)) or callable(a) and not is_layer(a)]
         if bad:
@@ -233,25 +254,38 @@ def _explicit_plan(f, args, name, static=frozenset()) -> _Plan:
             by_leaf[i] = g
         return untied.run(lambda: _rebuild(box, by_leaf)) if untied is not None else _rebuild(box, by_leaf)
 
-    return _Plan(fx, primals, finish, written, [i for i in diff if _is_int(w.leaves[i])])
+    ints = [i for i in diff if _is_int(w.leaves[i]) or _is_int_array(w.leaves[i])]
+    key = None
+    if ints:  # what the decision which ints f can take as floats depends on: the structure of the arguments
+        try:
+            leaf = w.leaves
+            key = (hash(tuple(w.signature)), tuple((i, np.shape(leaf[i]), str(getattr(leaf[i], "dtype", "int"))) for i in ints))
+        except TypeError:  # something unhashable in the signature: decide every call
+            key = object()
+    return _Plan(fx, primals, finish, written, ints, key)
 
 
 def _is_implicit(args) -> bool:
     return len(args) == 1 and isinstance(args[0], Params)
 
 
-def _implicit_plan(f, ps: Params, name) -> _Plan:
+def _implicit_plan(f, ps: Params, name, static=frozenset()) -> _Plan:
+    """The plan for `gradient(f, ps)`. An integer array in `ps` (`Params([x])` of an `Int` array) is
+    traced as a float, as an argument is (see `traced_with`); `Grads` stays keyed by the array itself."""
     ps._resolve(f, name)
     written: list[Slot] = []
     fx = _make_fx(f, [e.slots for e in ps._entries], written)
-    primals = [e.value() for e in ps._entries]
-    return _Plan(fx, primals, lambda grads: Grads(ps, primals, list(grads)), written)
+    values = [e.value() for e in ps._entries]
+    ints = [i for i, v in enumerate(values) if _is_int_array(v) and i not in static]
+    primals = [_as_primal(v) if i in ints else v for i, v in enumerate(values)]
+    key = tuple((i, np.shape(values[i]), str(values[i].dtype)) for i in ints)
+    return _Plan(fx, primals, lambda grads: Grads(ps, values, list(grads)), written, ints, ("implicit", len(values), key))
 
 
 def _plan(f, args, name, static=frozenset()) -> _Plan:
     if not callable(f):
         raise TypeError(f"{name}(f, args...): f must be callable, got {type(f).__name__}")
-    return _implicit_plan(f, args[0], name) if _is_implicit(args) else _explicit_plan(f, args, name, static)
+    return _implicit_plan(f, args[0], name, static) if _is_implicit(args) else _explicit_plan(f, args, name, static)
 
 
 def _used_inputs(back, n: int) -> list[bool]:
@@ -302,54 +336,6 @@ def _run_vjp(plan: _Plan, first_only):
     else:
         full = y
     return y, back, full, aux
-
-
-def _traced(f, args, name, first_only):
-    """`jax.vjp` of the plan for `f(*args)`: `(plan, (y, back, full, aux))`; see `traced_with`."""
-    return traced_with(f, args, name, lambda plan: _run_vjp(plan, first_only))
-
-
-_INT_ERRORS = (TypeError, ValueError)  # a tracer where an int is needed: as an index, a size, or a
-# static argument of a jitted function (jax raises ValueError "Non-hashable static arguments")
-
-
-def traced_with(f, args, name, run):
-    """`(plan, run(plan))` for the plan of `f(*args)`. Python ints are differentiated as numbers, as
-    Zygote does (`gradient(x -> 3x^2 + 2x + 1, 5) == (32,)`), which needs a float tracer in their place;
-    when that makes `f` fail (an int used as an index, a size or an axis, where Zygote's rules give
-    `nothing`), the ints are held static instead, and then made differentiable again one at a time where
-    `f` allows it. (So `f` runs more than once on that path.)"""
-    plan = _plan(f, args, name)
-    try:
-        return plan, run(plan)
-    except _INT_ERRORS:
-        if not plan.ints:
-            raise
-    static = frozenset(plan.ints)
-    plan = _plan(f, args, name, static)
-    res = run(plan)  # still failing: not the ints' fault, raise that error
-    for i in sorted(static):
-        trial = static - {i}
-        try:
-            p2 = _plan(f, args, name, trial)
-            r2 = run(p2)
-        except _INT_ERRORS:
-            continue
-        static, plan, res = trial, p2, r2
-    return plan, res
-
-
-def _vjp(f, args, name, first_only=False, check=True, defer=False):
-    """Run `f` under `jax.vjp`. Its state writes (BatchNorm statistics, Dropout keys) are committed at
-    once, or with `defer=True` returned as a thunk, so that `gradient` commits them only after the
-    backward pass succeeded: `(plan, y, back, full)`, plus the thunk when deferred."""
-    plan, (y, back, full, aux) = _traced(f, args, name, first_only)
-    if check:
-        _check_scalar(y, name)
-    if defer:
-        return plan, y, back, full, lambda: plan.commit(aux)
-    plan.commit(aux)
-    return plan, y, back, full
 
 
 def _grads(plan: _Plan, y, back, seed=None):

@@ -99,8 +99,8 @@ def _check(fig, what, allowed_objects=0, allowed_mb=0.0):
     grown = fig["obj2"] - fig["obj0"]
     assert grown < OBJECT_SLACK + allowed_objects, f"{what}: {grown} more live objects"
     # (a delta: JAX 0.10 itself keeps every jax.jit trace that raised, tracers included, so other tests'
-    # failing traces may still be alive)
-    assert fig["tracers"] == 0, f"{what}: {fig['tracers']} more tracers alive"
+    # failing traces may still be alive, and may be freed meanwhile: fewer is no leak)
+    assert fig["tracers"] <= 0, f"{what}: {fig['tracers']} more tracers alive"
     assert current_region() is None
 
 

@@ -13,7 +13,7 @@ import pytest
 from structure import mul, same
 
 import fluxjax
-from fluxjax import gradient, jacobian, pullback, withgradient
+from fluxjax import gradient, pullback, withgradient
 
 # ----------------------------------------------------------------------------------------------
 # I1. Basics
@@ -289,8 +289,10 @@ def test_integer_scalar_index_argument():
 def test_integer_size_argument_with_differentiated_int():
     # Flux.jl src/gradient.jl (gradient docstring, Flux 0.16):
     #   Flux.gradient([7, 11], 0, 1) do x, y, d; p = size(x, d); sum(x.^p .+ y) end == ([14.0, 22.0], 2.0, nothing)
-    # (x float here: integer arrays are not differentiated, see the xfail below; Julia's dim 1 is axis 0).
-    # The int `y` is still differentiated as a number, the int `d` used as a dimension gets `nothing`.
+    # (Julia's dim 1 is axis 0). The int array `x` and the int `y` are differentiated as numbers, the
+    # int `d` used as a dimension gets `nothing`; tests/zygote/test_int_arrays.py has more.
+    g = gradient(lambda x, y, d: jnp.sum(x ** x.shape[d] + y), jnp.array([7, 11]), 0, 0)
+    same(g, (np.array([14.0, 22.0]), 2.0, None))
     g = gradient(lambda x, y, d: jnp.sum(x ** x.shape[d] + y), jnp.array([7.0, 11.0]), 0, 0)
     same(g, (np.array([14.0, 22.0]), 2.0, None))
     # Zygote.jl docs/src/index.md  gradient(x -> 3x^2 + 2x + 1, 5) == (32,): an int is a number
@@ -302,17 +304,6 @@ def test_integer_argument_fallback_keeps_other_errors():
     # a TypeError that is not the ints' fault still surfaces
     with pytest.raises(TypeError, match="unsupported operand"):
         gradient(lambda x, n: jnp.sum(x[:n]) + "a", jnp.array([1.0, 2.0]), 1)
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="integer arrays are never differentiated (so that index/token arrays can be passed); Zygote "
-    "differentiates Int arrays like Float ones",
-)
-def test_integer_array_argument_is_differentiated():
-    # Zygote.jl/src/lib/grad.jl:141  jacobian(a -> 100*a[1:3].^2, 1:7)[1] == [200 0 0 ...; ...] (Int input)
-    (J,) = jacobian(lambda a: 100 * a[0:3] ** 2, jnp.arange(1, 8))
-    assert J is not None
 
 
 # ----------------------------------------------------------------------------------------------

@@ -249,3 +249,27 @@ def test_flax_nnx_module_in_a_chain():
         fluxjax.setup(fluxjax.Adam(), Chain(lin))
     with pytest.raises(TypeError, match="Linear object, which is not a fluxjax layer"):
         trainables(Chain(lin))
+
+
+def test_equinox_module_in_a_chain():
+    """An `equinox.nn.Linear` inside a Chain: `gradient` differentiates it (its gradient matches
+    equinox's own `filter_grad`), implicit `params` trains it, and `setup`/`trainables` raise."""
+    eqx = pytest.importorskip("equinox")
+    import jax
+
+    lin = eqx.nn.Linear(2, 1, key=jax.random.PRNGKey(0))
+    x = jnp.array([1.0, 2.0])
+    (g,) = gradient(lambda c: jnp.sum(c(x) ** 2), Chain(lin))
+    want = eqx.filter_grad(lambda m: jnp.sum(m(x) ** 2))(lin)
+    close(g.layers[0].weight, want.weight)
+    close(g.layers[0].bias, want.bias)
+    m = Chain(lin)
+    ps = fluxjax.params(m)
+    w0 = m[0].weight
+    gs = gradient(lambda: jnp.sum(m(x) ** 2), ps)
+    fluxjax.update_(fluxjax.Descent(0.1), ps, gs)
+    close(m[0].weight, w0 - 0.1 * want.weight)
+    with pytest.raises(TypeError, match="Linear object, which is not a fluxjax layer"):
+        fluxjax.setup(fluxjax.Adam(), Chain(lin))
+    with pytest.raises(TypeError, match="Linear object, which is not a fluxjax layer"):
+        trainables(Chain(lin))

@@ -1,0 +1,167 @@
+"""Integer arguments: Zygote differentiates `Int` numbers and arrays as reals, so `gradient` traces them as
+floats; one used as an index, a size or an axis (an index error then, or a different result, as
+`Embedding` reading float input as one-hot) is held as it is and gets `None`, as Zygote's indexing
+rules give `nothing`. `traced_with` runs a plan with that decision, kept per function."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import numpy as np
+
+from ..compiled.pure import tracing
+from .plan import _check_scalar, _plan, _run_vjp
+
+
+def _traced(f, args, name, first_only):
+    """`jax.vjp` of the plan for `f(*args)`: `(plan, (y, back, full, aux))`; see `traced_with`."""
+    return traced_with(f, args, name, lambda plan: _run_vjp(plan, first_only))
+
+
+_INT_ERRORS = (TypeError, ValueError, IndexError)  # the kinds of error a float in an int's place raises
+# (jax raises ValueError "Non-hashable static arguments" for a static argument of a jitted function)
+_INDEX_WORDS = ("integer", "non-hashable static", "slice indices", "indices must be")
+_DECIDED: dict[Any, frozenset] = {}  # (f's code, the ints) -> the ints held static: decided once
+_MAX_DECIDED = 4096
+
+
+def _is_index_error(e: BaseException) -> bool:
+    """Whether `e` is what a float tracer in the place of an integer raises (an index, a size, an axis,
+    a bitwise operation, a static argument), not an error of `f`'s own."""
+    if isinstance(e, (jax.errors.TracerIntegerConversionError, jax.errors.ConcretizationTypeError)):
+        return True
+    msg = str(e).lower()
+    if isinstance(e, TypeError) and "unhashable type" in msg and "tracer" in msg:
+        return True  # a float tracer where jax needs a static int (`jnp.tile(x, n)`)
+    return isinstance(e, _INT_ERRORS) and any(w in msg for w in _INDEX_WORDS)
+
+
+def _code_of(f) -> Any:
+    while hasattr(f, "func") and callable(getattr(f, "func", None)) and hasattr(f, "args"):  # functools.partial
+        f = f.func
+    f = getattr(f, "__func__", f)  # a bound method
+    code = getattr(f, "__code__", None)
+    if code is None:
+        return type(f)  # a layer or another callable object: its class decides what it does
+    return code, tuple(_cell_type(c) for c in (f.__closure__ or ()))
+
+
+def _cell_type(c) -> type:
+    try:
+        return type(c.cell_contents)
+    except ValueError:  # an empty cell
+        return type(None)
+
+
+class IntsUndecided(Exception):
+    """Raised in the trace of an eager `gradient` that fluxjax compiles on its own when it has not yet
+    decided which integers `f` can take as floats: that needs concrete values (see `_search`), so the
+    call runs op by op once, decides, and the next call compiles."""
+
+
+def _same_output(a, b, concrete: bool) -> bool:
+    """Whether `f` returned the same with an integer traced as a float (`a`) as with it held (`b`):
+    the same structure and shapes, and where the values are known, the same values."""
+    la, ta = jax.tree_util.tree_flatten(a)
+    lb, tb = jax.tree_util.tree_flatten(b)
+    if ta != tb or [np.shape(v) for v in la] != [np.shape(v) for v in lb]:
+        return False
+    if not concrete:
+        return True
+    for u, v in zip(la, lb):
+        try:
+            if not np.allclose(np.asarray(u, np.complex128), np.asarray(v, np.complex128), rtol=1e-5, equal_nan=True):
+                return False
+        except (TypeError, ValueError):  # not numbers (a string beside the loss)
+            if u is not v and not (type(u) is type(v) and u == v):
+                return False
+    return True
+
+
+def _search(f, args, name, run, plan):
+    """Which ints `f` can take as floats: all of them, or (when that raises an index error) none, then
+    each one alone where `f` allows it. An integer that changes what `f` returns when traced as a float
+    (a layer that reads integer input as indices and float input as one-hot, as `Embedding`) is held
+    static too: that check compares values, so it needs concrete ones (inside a trace that fluxjax
+    starts on its own it raises `IntsUndecided`; inside the user's own trace it compares shapes only).
+    `(plan, run(plan), static, decided)`; `decided` says whether the values were compared."""
+    static: frozenset = frozenset()
+    try:
+        res = run(plan)
+    except _INT_ERRORS as e:
+        if not _is_index_error(e):
+            raise
+        static = frozenset(plan.ints)
+        plan = _plan(f, args, name, static)
+        res = run(plan)  # still failing: not the ints' fault, raise that error
+        for i in sorted(static):
+            trial = static - {i}
+            try:
+                p2 = _plan(f, args, name, trial)
+                r2 = run(p2)
+            except _INT_ERRORS as e:
+                if not _is_index_error(e):
+                    raise
+                continue
+            static, plan, res = trial, p2, r2
+    free = [i for i in plan.ints if i not in static]
+    if not free:
+        return plan, res, static, True
+    concrete = not any(isinstance(v, jax.core.Tracer) for v in jax.tree_util.tree_leaves(plan.primals))
+    if not concrete and tracing():
+        raise IntsUndecided(name)
+    reference = plan.fx(*plan.primals)[0]
+    held = [i for i in free if not _same_output(reference, _forward(f, args, name, static | {i}), concrete)]
+    if held:
+        static = static | frozenset(held)
+        plan = _plan(f, args, name, static)
+        res = run(plan)
+    return plan, res, static, concrete
+
+
+def _forward(f, args, name, static):
+    p = _plan(f, args, name, static)
+    return p.fx(*p.primals)[0]
+
+
+def traced_with(f, args, name, run):
+    """`(plan, run(plan))` for the plan of `f(*args)`. Python ints and integer arrays are differentiated
+    as numbers, as Zygote does (`gradient(x -> 3x^2 + 2x + 1, 5) == (32,)`, `jacobian(a -> 100*a[1:3].^2,
+    1:7)`), which needs a float tracer in their place; when that makes `f` fail with an index error (an
+    int used as an index, a size or an axis, where Zygote's rules give `nothing`), or changes the shape of
+    what `f` returns (`Embedding` reads float input as one-hot), those ints are held static instead and
+    get `None` (see `_search`; `f` runs more than once then). The decision is kept per `f`'s code and
+    the ints' positions, shapes and dtypes, so a loop decides once; an error under a kept decision
+    decides again."""
+    plan = _plan(f, args, name)
+    if not plan.ints:
+        return plan, run(plan)
+    key = (_code_of(f), plan.key)
+    static = _DECIDED.get(key)
+    if static is not None:
+        try:
+            held = _plan(f, args, name, static) if static else plan
+            return held, run(held)
+        except _INT_ERRORS as e:
+            if not _is_index_error(e):
+                raise
+    plan, res, static, decided = _search(f, args, name, run, plan)
+    if decided:
+        if len(_DECIDED) >= _MAX_DECIDED:
+            _DECIDED.clear()
+        _DECIDED[key] = static
+    return plan, res
+
+
+def _vjp(f, args, name, first_only=False, check=True, defer=False):
+    """Run `f` under `jax.vjp`. Its state writes (BatchNorm statistics, Dropout keys) are committed at
+    once, or with `defer=True` returned as a thunk, so that `gradient` commits them only after the
+    backward pass succeeded: `(plan, y, back, full)`, plus the thunk when deferred."""
+    plan, (y, back, full, aux) = _traced(f, args, name, first_only)
+    if check:
+        _check_scalar(y, name)
+    if defer:
+        return plan, y, back, full, lambda: plan.commit(aux)
+    plan.commit(aux)
+    return plan, y, back, full
