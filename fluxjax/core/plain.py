@@ -16,7 +16,6 @@ import numpy as np
 
 from .layer import LAYER_TYPES, is_float_array
 
-
 PLAIN_DEPTH = 3  # plain objects inside plain objects searched for layers (a trainer's config's model)
 
 

@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fluxjax as Flux
-from fluxjax.optimise import train as train_module
 from fluxjax.core.plain import PLAIN_DEPTH
+from fluxjax.optimise import train as train_module
 from fluxjax.optimise.train import CHECK_EVERY, NonFiniteLoss
 
 RNG = np.random.default_rng(0)
