@@ -164,9 +164,20 @@ def withgradient(f: Callable, *args, jit: bool = True) -> WithGradient:
     WithGradient(val=Array(9., dtype=float32, weak_type=True), grad=(Array(6., dtype=float32, weak_type=True),))
     """
     if _can_compile(f, args, jit) and not (args and isinstance(args[0], ADType)):
+        if len(args) == 1 and isinstance(args[0], Params):  # implicit: the program returns the arrays
+            keys = list(args[0])
+            out = _run_compiled("implicit_withgradient", _implicit_withgradient, f, args)
+            return out if isinstance(out, WithGradient) else WithGradient(out[0], Grads(args[0], keys, out[1]))
         return _run_compiled("withgradient", _withgradient, f, args)
     stats["eager"] += 1
     return _withgradient(f, *args)
+
+
+def _implicit_withgradient(f: Callable, ps: Params) -> Any:
+    """`withgradient(f, ps)` as `(val, [gradients])` in the compiled program (a `Grads` is not a pytree);
+    op by op (the fallback), the `WithGradient` itself."""
+    r = _withgradient(f, ps)
+    return (r.val, list(r.grad._grads)) if current_region() is not None else r
 
 
 def _withgradient(f: Callable, *args) -> WithGradient:
