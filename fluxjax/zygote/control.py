@@ -17,13 +17,27 @@ from ..random import default_rng
 
 
 def dropgrad(x: Any) -> Any:
-    """`x` with no gradient flowing through it (`jax.lax.stop_gradient` on every array)."""
+    """`x` with no gradient flowing through it (`jax.lax.stop_gradient` on every array).
+
+    ```python
+    >>> gradient(lambda a, b: dropgrad(a) * b, 2.0, 3.0)   # Zygote: (nothing, 2)
+    (None, Array(2., dtype=float32, weak_type=True))
+
+    ```
+    """
     return jax.tree_util.tree_map(lambda a: jax.lax.stop_gradient(a) if is_array(a) or isinstance(a, jax.core.Tracer) else a, x)
 
 
 def ignore(f: Any) -> Any:
     """`ignore(lambda: expr)` runs `expr` and contributes no gradient (ChainRules' `ignore_derivatives`).
-    A non-callable argument is `dropgrad`ged."""
+    A non-callable argument is `dropgrad`ged.
+
+    ```python
+    >>> gradient(lambda x: x * ignore(lambda: x**2), 3.0)   # x**2 is a constant 9 to the gradient
+    (Array(9., dtype=float32, weak_type=True),)
+
+    ```
+    """
     return dropgrad(f() if callable(f) and not is_array(f) else f)
 
 
@@ -39,7 +53,14 @@ _hook.defvjp(lambda f, x: (x, None), lambda f, _, dy: (f(dy),))
 
 
 def hook(f: Callable, x: Any) -> Any:
-    """Identity on the forward pass; the gradient of `x` becomes `f(dx)` (Zygote's `hook`)."""
+    """Identity on the forward pass; the gradient of `x` becomes `f(dx)` (Zygote's `hook`).
+
+    ```python
+    >>> gradient(lambda a, b: hook(jnp.negative, a) * b, 2.0, 3.0)   # Zygote: (-3, 2)
+    (Array(-3., dtype=float32, weak_type=True), Array(2., dtype=float32, weak_type=True))
+
+    ```
+    """
     return _hook(f, x)
 
 
@@ -63,7 +84,14 @@ def checkpointed(f: Callable, *xs) -> Any:
     other write. Under an eager `pullback` (or `gradient(..., jit=False)`), the backward pass calls `f`
     again, as Zygote's does, Python side effects included; inside a compiled program (the eager
     `gradient`'s default, `fluxjax.jit`, `jax.jit`) or under forward mode it is `jax.checkpoint`, which
-    replays the traced program."""
+    replays the traced program.
+
+    ```python
+    >>> gradient(lambda x: checkpointed(jnp.sin, x), 0.0)   # cos(0), sin recomputed on the way back
+    (Array(1., dtype=float32, weak_type=True),)
+
+    ```
+    """
     box = [f, *xs, default_rng]
     w = walk(box, functions=True, read_arrays=True)
     arrays = [i for i, v in enumerate(w.leaves) if isinstance(v, (jax.Array, np.ndarray))]
@@ -131,7 +159,14 @@ def _rerun_on_back(pure: Callable) -> Callable:
 
 def forwarddiff(f: Callable, x: Any) -> Any:
     """`f(x)`, differentiated in forward mode (a Jacobian by `jax.jacfwd`). As in Zygote, gradients
-    of variables `f` closes over are dropped."""
+    of variables `f` closes over are dropped.
+
+    ```python
+    >>> gradient(lambda x: forwarddiff(lambda z: jnp.sum(z**2), x), jnp.array([1.0, 2.0]))
+    (Array([2., 4.], dtype=float32),)
+
+    ```
+    """
     x = jnp.asarray(x, jnp.result_type(float)) if not is_array(x) else x
     x0 = jax.lax.stop_gradient(x)
     y0 = jax.lax.stop_gradient(f(x0))
@@ -143,5 +178,14 @@ def forwarddiff(f: Callable, x: Any) -> Any:
 
 def isderiving(*_: Any) -> bool:
     """Zygote's `isderiving()`: True while a gradient is being taken (inside `gradient`, `pullback`,
-    `withgradient`, `train_`), False otherwise; `within_gradient` by Zygote's name."""
+    `withgradient`, `train_`), False otherwise; `within_gradient` by Zygote's name.
+
+    ```python
+    >>> isderiving()
+    False
+    >>> gradient(lambda x: x * isderiving(), 2.0)   # True inside: x * 1
+    (Array(1., dtype=float32, weak_type=True),)
+
+    ```
+    """
     return within_gradient()
