@@ -37,15 +37,36 @@ class ADType:
 
 
 class AutoZygote(ADType):
-    """Zygote: here JAX's reverse mode, as plain `gradient(f, args...)`."""
+    """Zygote: here JAX's reverse mode, as plain `gradient(f, args...)`.
+
+    ```python
+    >>> gradient(lambda x: x**2, AutoZygote(), 3.0)
+    (Array(6., dtype=float32, weak_type=True),)
+
+    ```
+    """
 
 
 class AutoEnzyme(ADType):
-    """Enzyme: here JAX's reverse mode, as plain `gradient(f, args...)`."""
+    """Enzyme: here JAX's reverse mode, as plain `gradient(f, args...)`.
+
+    ```python
+    >>> gradient(lambda x: x**2, AutoEnzyme(), 3.0)
+    (Array(6., dtype=float32, weak_type=True),)
+
+    ```
+    """
 
 
 class AutoMooncake(ADType):
-    """Mooncake: here JAX's reverse mode, as plain `gradient(f, args...)`."""
+    """Mooncake: here JAX's reverse mode, as plain `gradient(f, args...)`.
+
+    ```python
+    >>> gradient(lambda x: x**2, AutoMooncake(), 3.0)
+    (Array(6., dtype=float32, weak_type=True),)
+
+    ```
+    """
 
 
 class AutoFiniteDifferences(ADType):
@@ -53,6 +74,12 @@ class AutoFiniteDifferences(ADType):
     one element at a time: `4n` calls of `f` for `n` numbers, so for small checks. `f` runs as outside
     `gradient` (BatchNorm and Dropout in test mode), as with Flux's `AutoFiniteDifferences`, and what it
     writes is undone. Every float array and number gets a gradient (zeros where `f` does not depend on it).
+
+    ```python
+    >>> gradient(lambda x: jnp.sum(x**2), AutoFiniteDifferences(), jnp.array([1.0, 2.0]))
+    (Array([2., 4.], dtype=float32),)
+
+    ```
     """
 
     traceable = False  # it reads the loss as Python floats

@@ -247,7 +247,16 @@ def _jacobian_vjp(plan):
 
 def withjacobian(f: Callable, *args) -> WithGradient:
     """`(val, jacobians)`: for an array argument `a`, `J[k, i] = ∂vec(y)[k] / ∂vec(a)[i]`; for complex
-    numbers, Zygote's convention (row `k` is `back(e_k)`, see `pullback`)."""
+    numbers, Zygote's convention (row `k` is `back(e_k)`, see `pullback`).
+
+    ```python
+    >>> withjacobian(jnp.cumsum, jnp.array([1.0, 2.0, 3.0]))   # Zygote: val = [1, 3, 6], grad = ([1 0 0; 1 1 0; 1 1 1],)
+    WithGradient(val=Array([1., 3., 6.], dtype=float32), grad=(Array([[1., 0., 0.],
+           [1., 1., 0.],
+           [1., 1., 1.]], dtype=float32),))
+
+    ```
+    """
     plan, run = traced_with(f, args, "jacobian", _jacobian_vjp)  # an int used as an axis gets None
     if run is None:
         y, _ = plan.fx()
@@ -285,7 +294,15 @@ def hessian(f: Callable, x) -> Any:
 
 def hessian_reverse(f: Callable, x) -> Any:
     """Zygote's `hessian_reverse`: `hessian` computed reverse over reverse (the Jacobian of the
-    gradient). The same numbers; slower, for functions forward mode cannot go through."""
+    gradient). The same numbers; slower, for functions forward mode cannot go through.
+
+    ```python
+    >>> hessian_reverse(lambda x: jnp.sum(x**3), jnp.array([1.0, 2.0]))   # diag(6x), as hessian
+    Array([[ 6.,  0.],
+           [ 0., 12.]], dtype=float32)
+
+    ```
+    """
     return _hessian(f, x, "hessian_reverse", lambda g: jax.jacrev(jax.grad(g)))
 
 
@@ -301,7 +318,17 @@ def _hessian(f: Callable, x, fn: str, second: Callable) -> Any:
 
 
 def diaghessian(f: Callable, *args) -> tuple:
-    """The diagonal of the Hessian for each argument, shaped like the argument."""
+    """The diagonal of the Hessian for each argument, shaped like the argument (Zygote's `diaghessian`).
+
+    ```python
+    >>> diaghessian(lambda x: jnp.sum(x**3), jnp.array([[1.0, 2], [3, 4]]))[0]   # Zygote: [6 12; 18 24]
+    Array([[ 6., 12.],
+           [18., 24.]], dtype=float32)
+    >>> diaghessian(jnp.arctan2, 1.0, 2.0)   # two numbers; Zygote: (-0.16, 0.16)
+    (Array(-0.16, dtype=float32), Array(0.16, dtype=float32))
+
+    ```
+    """
     plan = _plan(f, args, "diaghessian")
     out = []
     for k, x in enumerate(plan.primals):
