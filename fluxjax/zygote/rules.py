@@ -34,7 +34,7 @@ def adjoint(fn: Callable) -> Callable:
     >>> @adjoint
     ... def clipgrad(x):
     ...     return x, lambda dy: (jnp.clip(dy, -1, 1),)
-    >>> clipgrad(2.0)                              # the forward pass: x
+    >>> float(clipgrad(2.0))                       # the forward pass: x
     2.0
     >>> gradient(lambda x: 5 * clipgrad(x), 2.0)   # the rule's gradient: clip(5) = 1, not 5
     (Array(1., dtype=float32),)
