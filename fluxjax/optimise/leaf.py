@@ -11,7 +11,15 @@ from ..core.layer import layer
 
 @layer(trainable=())
 class Leaf:
-    """The optimiser state of one array: its `rule` (an optax transformation), `state`, `frozen`."""
+    """The optimiser state of one array: its `rule` (an optax transformation), `state`, `frozen`.
+
+    ```python
+    >>> leaf = setup(Descent(0.1), jnp.ones(2))
+    >>> leaf, leaf.rule, leaf.frozen
+    (Leaf(Descent(eta=0.1)), Descent(eta=0.1), False)
+
+    ```
+    """
 
     # Leaves share arrays of equal value in their states for speed (fluxjax/_sharing.py); loading
     # treats those as separate arrays, not as tied ones.

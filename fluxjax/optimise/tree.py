@@ -277,7 +277,22 @@ def _leaves(tree, fn: str = "") -> list[Leaf]:
 
 def adjust_(opt_state: Any, eta: float | None = None, **kw) -> Any:
     """Change hyperparameters in place, keeping the moments (Optimisers.jl's `adjust!`):
-    `adjust_(opt_state, 0.001)` or `adjust_(opt_state, beta=(0.8, 0.99))`; acts on a subtree too."""
+    `adjust_(opt_state, 0.001)` or `adjust_(opt_state, beta=(0.8, 0.99))`; acts on a subtree too.
+
+    Optimisers.jl's example:
+
+    ```python
+    >>> m = {'vec': jnp.array([0.5, 0.5]), 'fun': jnp.sin}
+    >>> st = setup(Nesterov(), m)                 # the stored momentum starts at zero
+    >>> st, m = update(st, m, {'vec': jnp.array([16.0, 88.0]), 'fun': None})   # a fake gradient
+    >>> st, st['vec'].state.velocity.tolist()
+    ({'vec': Leaf(Nesterov(eta=0.001, rho=0.9)), 'fun': None}, [-0.016, -0.088])
+    >>> _ = adjust_(st, 0.123)                    # a new learning rate; the momentum is untouched
+    >>> st, st['vec'].state.velocity.tolist()
+    ({'vec': Leaf(Nesterov(eta=0.123, rho=0.9)), 'fun': None}, [-0.016, -0.088])
+
+    ```
+    """
     if isinstance(opt_state, TreeState):
         adjust_tree(opt_state, eta, kw)
         return opt_state
@@ -300,7 +315,17 @@ def adjust_(opt_state: Any, eta: float | None = None, **kw) -> Any:
 def adjust(tree: Any, eta: float | None = None, **kw) -> Any:
     """The copying form of `adjust_` (Optimisers.jl's `adjust`): a new state tree with changed
     hyperparameters and the same moments, the original left as it was; ties stay tied.
-    Given a rule, returns the adjusted rule: `adjust(Adam(), 0.01) == Adam(0.01)`."""
+    Given a rule, returns the adjusted rule: `adjust(Adam(), 0.01) == Adam(0.01)`.
+
+    ```python
+    >>> st = setup(Momentum(), {'x': jnp.ones(2)})
+    >>> adjust(st, 0.5), st                      # a new tree; st keeps eta = 0.01
+    ({'x': Leaf(Momentum(eta=0.5, rho=0.9))}, {'x': Leaf(Momentum(eta=0.01, rho=0.9))})
+    >>> adjust(Adam(), 0.01)
+    Adam(eta=0.01, beta=(0.9, 0.999), epsilon=1e-08)
+
+    ```
+    """
     if isinstance(tree, optax.GradientTransformation) and not isinstance(tree, Leaf):
         if not hasattr(tree, "adjust"):
             raise TypeError(f"adjust: {type(tree).__name__} is a plain optax transformation; it has no hyperparameters to adjust")
@@ -315,7 +340,22 @@ def adjust(tree: Any, eta: float | None = None, **kw) -> Any:
 
 def freeze_(opt_state: Any) -> Any:
     """Mark every leaf under `opt_state` frozen: `update_` skips them (Optimisers.jl's `freeze!`).
-    A whole-tree optax transformation's `TreeState` is frozen as a whole."""
+    A whole-tree optax transformation's `TreeState` is frozen as a whole.
+
+    Optimisers.jl's example (a number, such as `2.0`, is not trainable: its state is `None`):
+
+    ```python
+    >>> m = {'x': (jnp.array([1.0]), 2.0), 'y': jnp.array([3.0])}
+    >>> s = setup(Momentum(), m)
+    >>> _ = freeze_(s['x'])
+    >>> s, m = update_(s, m, {'x': (jnp.array([np.pi]), 10 * np.pi), 'y': jnp.array([100 * np.pi])})
+    >>> m                                        # x is left as it was
+    {'x': (Array([1.], dtype=float32), 2.0), 'y': Array([-0.14159], dtype=float32)}
+    >>> s
+    {'x': (Leaf(Momentum(eta=0.01, rho=0.9), frozen), None), 'y': Leaf(Momentum(eta=0.01, rho=0.9))}
+
+    ```
+    """
     if isinstance(opt_state, TreeState):
         opt_state.frozen = True
         return opt_state
@@ -326,7 +366,17 @@ def freeze_(opt_state: Any) -> Any:
 
 
 def thaw_(opt_state: Any) -> Any:
-    """Undo `freeze_`."""
+    """Undo `freeze_` (Optimisers.jl's `thaw!`): every leaf under `opt_state` is updated again.
+
+    ```python
+    >>> s = freeze_(setup(Momentum(), {'x': jnp.array([1.0]), 'y': jnp.array([3.0])}))
+    >>> s
+    {'x': Leaf(Momentum(eta=0.01, rho=0.9), frozen), 'y': Leaf(Momentum(eta=0.01, rho=0.9), frozen)}
+    >>> thaw_(s)
+    {'x': Leaf(Momentum(eta=0.01, rho=0.9)), 'y': Leaf(Momentum(eta=0.01, rho=0.9))}
+
+    ```
+    """
     if isinstance(opt_state, TreeState):
         opt_state.frozen = False
         return opt_state
