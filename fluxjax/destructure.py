@@ -69,7 +69,18 @@ def _unvec(v, shape):
 
 class Restructure:
     """The `re` of `flat, re = destructure(model)`: `re(v)` is a copy of `model` with its trainable
-    arrays read from the vector `v` (Optimisers.jl's `Restructure`)."""
+    arrays read from the vector `v` (Optimisers.jl's `Restructure`).
+
+    ```python
+    >>> flat, re = destructure(Dense(jnp.ones((1, 2))))   # weight [1 1], bias [0]
+    >>> re
+    Restructure(Dense, ..., 3)
+    >>> m = re(jnp.array([1.0, 2.0, 3.0]))
+    >>> m.weight, m.bias
+    (Array([[1., 2.]], dtype=float32), Array([3.], dtype=float32))
+
+    ```
+    """
 
     def __init__(self, model: Any, arrays: list):
         # The structure as it is now (layer objects copied, arrays shared), so that later rebinding of

@@ -43,7 +43,21 @@ def f32(m: Any) -> Any:
 
 
 def f64(m: Any) -> Any:
-    """Convert every float array in `m` to float64. Needs `jax.config.update("jax_enable_x64", True)`."""
+    """Convert every float array in `m` to float64. Needs `jax.config.update("jax_enable_x64", True)`
+    (or a `with jax.enable_x64(True):` block): JAX's x64 mode is off by default, and without it JAX has
+    no float64 arrays, so `f64` raises rather than return float32.
+
+    ```python
+    >>> f64(Dense(2, 3))                           # x64 off (JAX's default)
+    Traceback (most recent call last):
+        ...
+    RuntimeError: f64: float64 needs jax_enable_x64; ...
+    >>> with jax.enable_x64(True):                 # on inside this block only
+    ...     f64(Dense(2, 3)).weight.dtype
+    dtype('float64')
+
+    ```
+    """
     if not jax.config.jax_enable_x64:
         raise RuntimeError("f64: float64 needs jax_enable_x64; call jax.config.update('jax_enable_x64', True) first")
     return fmap(_cast(jnp.float64), m)
@@ -110,7 +124,21 @@ def _warn_once(key: str, msg: str, category: type[Warning] = UserWarning, stackl
 
 def gpu(m: Any) -> Any:
     """Move every array in `m` to the first accelerator (GPU or TPU); without one, warn once per
-    session and return `m` unchanged, as Flux does (its `gpu_device()` warns with `maxlog=1`)."""
+    session and return `m` unchanged, as Flux does (its `gpu_device()` warns with `maxlog=1`).
+
+    ```python
+    >>> import warnings
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore")        # the warning when there is no GPU
+    ...     m = gpu(Dense(2, 3))
+    ...     dev = gpu_device()
+    >>> type(m).__name__, m.weight.shape         # the same model, on the GPU if there is one
+    ('Dense', (3, 2))
+    >>> get_device(m) == dev
+    True
+
+    ```
+    """
     try:
         dev = next(d for d in jax.devices() if d.platform != "cpu")
     except StopIteration:
@@ -188,7 +216,19 @@ def cpu_device() -> CPUDevice:
 def gpu_device(ordinal: int | None = None, *, force: bool = False) -> AbstractDevice:
     """MLDataDevices' `gpu_device()`: the first accelerator (or the `ordinal`-th, 0-based) as a callable
     device; without one, warn (once per session, with `gpu`) and return `cpu_device()`, or raise with
-    `force=True`."""
+    `force=True`.
+
+    ```python
+    >>> import warnings
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore")        # the warning when there is no GPU
+    ...     dev = gpu_device()
+    >>> x = dev(jnp.ones(2))                       # a callable: moves arrays and models there
+    >>> x.shape, get_device(x) == dev
+    ((2,), True)
+
+    ```
+    """
     accel = [d for d in jax.devices() if d.platform != "cpu"]
     if not accel:
         if force:
