@@ -57,7 +57,19 @@ _MAX_META = 256 * 2**20  # the JSON metadata of a model with millions of arrays 
 
 class Checkpoint(NamedTuple):
     """What `load` returns: `model` and `opt_state` (the objects passed in, now loaded, or the raw nested
-    state when none was passed; `opt_state` is None when the checkpoint has none) and `step`."""
+    state when none was passed; `opt_state` is None when the checkpoint has none) and `step`.
+
+    ```python
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "ckpt")
+    >>> fluxjax.save(path, Dense(2, 3), step=7)
+    7
+    >>> ck = fluxjax.load(path, Dense(2, 3))      # a Checkpoint: a NamedTuple
+    >>> ck.step, ck.opt_state, type(ck.model).__name__
+    (7, None, 'Dense')
+
+    ```
+    """
 
     model: Any
     opt_state: Any

@@ -16,7 +16,23 @@ PRUNED = ".fluxjax-pruned"
 
 class CheckpointBusy(RuntimeError):
     """`save` found another process saving to the same checkpoint directory (it holds the directory's lock);
-    nothing was written. Save to another directory, or wait for the other writer and save again."""
+    nothing was written. Save to another directory, or wait for the other writer and save again.
+
+    ```python
+    >>> import fcntl, os, tempfile
+    >>> path = tempfile.mkdtemp()
+    >>> lock = open(os.path.join(path, ".fluxjax-save.lock"), "a")
+    >>> fcntl.flock(lock, fcntl.LOCK_EX)           # held, as by another process saving to path
+    >>> fluxjax.save(path, Dense(2, 3))
+    Traceback (most recent call last):
+        ...
+    fluxjax._ckpt_dir.CheckpointBusy: save: another process is saving to ...
+    >>> lock.close()                                # released: the save goes through
+    >>> fluxjax.save(path, Dense(2, 3))
+    0
+
+    ```
+    """
 
 
 def lock_dir(path: str) -> Any:

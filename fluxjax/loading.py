@@ -28,7 +28,21 @@ __all__ = ["CheckpointError", "StructureMismatch", "state", "loadmodel_", "array
 class CheckpointError(ValueError):
     """A file or checkpoint directory that is not a readable fluxjax checkpoint / `.npz` / `.safetensors`
     file: truncated, corrupted, written by something else. A `ValueError`; the message names the file.
-    (A path that does not exist raises `FileNotFoundError`, an `OSError`.)"""
+    (A path that does not exist raises `FileNotFoundError`, an `OSError`.)
+
+    ```python
+    >>> import os, tempfile
+    >>> bad = os.path.join(tempfile.mkdtemp(), "model.ckpt")
+    >>> _ = open(bad, "w").write("not a checkpoint")
+    >>> fluxjax.load(bad, Dense(2, 3))
+    Traceback (most recent call last):
+        ...
+    fluxjax.loading.CheckpointError: load: '...model.ckpt' is a file, not a fluxjax checkpoint directory ...
+    >>> issubclass(CheckpointError, ValueError)
+    True
+
+    ```
+    """
 
 
 _SCALARS = (bool, int, float, complex, str, bytes, type(None), np.generic)
