@@ -101,23 +101,30 @@ def test_clip_by_global_norm_bounds_the_global_norm():
     np.testing.assert_allclose(step, 0.1 * c, rtol=1e-5)  # per array, it would be up to 0.1·c·√4
 
 
-@pytest.mark.parametrize("how", ["update_", "update", "train_"])
-@pytest.mark.parametrize(
-    "tx",
-    [
-        optax.chain(optax.clip_by_global_norm(0.5), optax.adam(0.05)),
-        optax.MultiSteps(optax.adam(0.1), every_k_schedule=3),
-        optax.chain(optax.masked(optax.adam(0.1), lambda p: jax.tree.map(lambda x: x.ndim == 2, p)), optax.sgd(0.01)),
-        optax.multi_transform(
-            {"w": optax.adam(0.05), "b": optax.sgd(0.5)},
-            lambda p: jax.tree.map(lambda x: "w" if x.ndim == 2 else "b", p),
-        ),
-        optax.chain(optax.clip_by_global_norm(0.5), Adam(0.05)),  # a fluxjax rule inside optax.chain
-        OptimiserChain(optax.clip_by_global_norm(0.5), Descent(0.1)),  # optax inside a fluxjax chain
-        optax.adamw(optax.linear_schedule(0.1, 0.01, 4), weight_decay=0.1),
-    ],
-    ids=["clip_adam", "multisteps", "masked", "multi_transform", "optax_chain_mixed", "optimiserchain_mixed", "schedule"],
-)
+TRANSFORMS = {
+    "clip_adam": optax.chain(optax.clip_by_global_norm(0.5), optax.adam(0.05)),
+    "multisteps": optax.MultiSteps(optax.adam(0.1), every_k_schedule=3),
+    "masked": optax.chain(optax.masked(optax.adam(0.1), lambda p: jax.tree.map(lambda x: x.ndim == 2, p)), optax.sgd(0.01)),
+    "multi_transform": optax.multi_transform(
+        {"w": optax.adam(0.05), "b": optax.sgd(0.5)},
+        lambda p: jax.tree.map(lambda x: "w" if x.ndim == 2 else "b", p),
+    ),
+    "optax_chain_mixed": optax.chain(optax.clip_by_global_norm(0.5), Adam(0.05)),  # a fluxjax rule inside optax.chain
+    "optimiserchain_mixed": OptimiserChain(optax.clip_by_global_norm(0.5), Descent(0.1)),  # optax inside a fluxjax chain
+    "schedule": optax.adamw(optax.linear_schedule(0.1, 0.01, 4), weight_decay=0.1),
+}
+
+
+def _transform_cases():
+    """Every transform through `update_`; `update` and `train_` too for the global-norm clip and
+    MultiSteps (the whole-tree state each path must carry), the rest of those `slow`."""
+    for name, tx in TRANSFORMS.items():
+        for how in ("update_", "update", "train_"):
+            fast = how == "update_" or name in ("clip_adam", "multisteps")
+            yield pytest.param(tx, how, id=f"{name}-{how}", marks=() if fast else pytest.mark.slow)
+
+
+@pytest.mark.parametrize("tx, how", list(_transform_cases()))
 def test_whole_tree_transforms_equal_optax_on_a_plain_pytree(tx, how):
     want = optax_run(tx, [jnp.asarray(a) for a in arrays(model())], BATCHES)
     got = fluxjax_run(tx, model(), BATCHES, how)
