@@ -1,7 +1,13 @@
 """Test-wide settings for tests/ and compat/."""
 
-import jax
-import pytest
+import os
+
+# The suite runs in one process per core (pytest-xdist, see pyproject.toml): on a GPU each would
+# otherwise reserve 75% of its memory when it starts.
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
+import jax  # noqa: E402
+import pytest  # noqa: E402
 
 # The tests check Flux's formulas and numbers at float32. On GPUs and TPUs, JAX computes float32 matrix
 # products and convolutions at a lower default precision (TF32, bf16 passes); "highest" is float32, as

@@ -16,6 +16,7 @@ from jax._src.core import trace_state_clean  # no public API says whether a trac
 
 from ..compiled.call import jit as _fluxjax_jit
 from ..compiled.pure import TRACE_ERRORS, is_eager, tracing_eager_call
+from ..core.layer import LAYER_TYPES
 from ..core.region import current_region
 from .adtypes import ADType, AutoFiniteDifferences
 from .closure import _check_leaks, _snapshot
@@ -71,8 +72,27 @@ def _can_compile(f: Any, args: tuple, jit: bool) -> bool:
         return False  # bare arrays, found in f's globals and closure by identity: not once they are traced
     # a Python number argument is differentiated as a real number op by op; compiled it would become
     # a traced (possibly integer) input, so such calls stay op by op
-    leaves = jax.tree_util.tree_leaves(args)
-    return not any(isinstance(v, (jax.core.Tracer, int, float, complex)) for v in leaves)
+    return not _number_or_tracer(args)
+
+
+_NUMBER_OR_TRACER = (jax.core.Tracer, int, float, complex)
+
+
+def _number_or_tracer(v: Any) -> bool:
+    """Whether a leaf of `v` is a Python number or a tracer. A layer's leaves are arrays (its numbers
+    are static configuration), so layers are not flattened: this runs on every eager call."""
+    t = type(v)
+    if t in LAYER_TYPES or v is None:
+        return False
+    if t is list or t is tuple:
+        return any(_number_or_tracer(e) for e in v)
+    if t is dict:
+        return any(_number_or_tracer(e) for e in v.values())
+    if isinstance(v, _NUMBER_OR_TRACER):
+        return True
+    if isinstance(v, (jax.Array, np.ndarray)):
+        return False
+    return any(isinstance(e, _NUMBER_OR_TRACER) for e in jax.tree_util.tree_leaves(v))
 
 
 def _run_compiled(name: str, eager: Callable, f: Callable, args: tuple) -> Any:
