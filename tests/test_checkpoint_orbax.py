@@ -4,26 +4,19 @@ and multi-process sharded save/restore (two jax.distributed processes on loopbac
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-import socket
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 import orbax.checkpoint as ocp
 import pytest
+from ckpt_client import first_report, free_port, report, start
 
 import fluxjax
 from fluxjax import Adam, Chain, Dense
 from fluxjax._ckpt_checksum import checksum as _checksum
-
-WORKER = Path(__file__).with_name("ckpt_worker.py")
 
 
 def _model(seed=0):
@@ -105,27 +98,9 @@ def test_arrays_swapped_for_valid_orbax_data_with_other_numbers_raise(tmp_path):
     assert np.asarray(dst[0].weight).tobytes() == before
 
 
-def _env():
-    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_PLATFORMS")}
-    env["PYTHONPATH"] = str(WORKER.parent.parent) + os.pathsep + env.get("PYTHONPATH", "")
-    return env
-
-
-def _start(*args):
-    return subprocess.Popen([sys.executable, str(WORKER), *map(str, args)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=_env())
-
-
-def _report(p, timeout=120):
-    out, err = p.communicate(timeout=timeout)
-    lines = [ln for ln in out.splitlines() if ln.startswith("{")]
-    assert p.returncode == 0 and lines, f"ckpt_worker failed (rc {p.returncode}):\n{err[-4000:]}"
-    return json.loads(lines[-1])
-
-
 def test_second_writer_gets_checkpoint_busy_and_killed_prune_leaves_no_numbered_step(tmp_path):
     path = tmp_path / "ck"
-    p = _start("prune", path)
+    p = start("prune", path)
     try:
         assert p.stdout.readline().strip() == "pruning"  # step 1 is saved; step 0 is being pruned, lock held
         m = _model(5)
@@ -145,44 +120,26 @@ def test_second_writer_gets_checkpoint_busy_and_killed_prune_leaves_no_numbered_
 
 
 def test_load_restores_into_the_target_sharding(tmp_path):
-    r = _report(_start("sharded", tmp_path / "ck"))
+    r = report(start("sharded", tmp_path / "ck"), timeout=120)
     assert r == {"devices": 4, "spec": "(None, 'x')", "same_sharding": True, "shards": 4, "shard_shape": [8, 2],
                  "equal": True, "bias_equal": True}
-
-
-def _port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _first_report(p, timeout=240):
-    """The JSON report a worker prints (it stays alive after it)."""
-    deadline = time.monotonic() + timeout
-    line = ""
-    while not line.startswith("{"):
-        line = p.stdout.readline()
-        if not line and p.poll() is not None:
-            raise AssertionError(f"ckpt_worker failed (rc {p.returncode}):\n{p.stderr.read()[-4000:]}")
-        assert time.monotonic() < deadline, "ckpt_worker did not report in time"
-    return json.loads(line)
 
 
 def test_two_process_sharded_save_kill_restore(tmp_path):
     """Two jax.distributed processes on loopback, a weight sharded across both: each saves its shard and is
     killed (SIGKILL) once both `save`s returned; two fresh processes restore the same numbers."""
     path = tmp_path / "ck"
-    port = _port()
-    procs = [_start("mp", pid, port, path, "save") for pid in (0, 1)]
+    port = free_port()
+    procs = [start("mp", pid, port, path, "save") for pid in (0, 1)]
     try:
-        runs = {"save": [_first_report(p) for p in procs]}
+        runs = {"save": [first_report(p) for p in procs]}
     finally:
         for p in procs:  # no orderly shutdown: what save reported must already be on disk
             p.send_signal(signal.SIGKILL)
             p.communicate()
-    port = _port()
-    procs = [_start("mp", pid, port, path, "load") for pid in (0, 1)]
-    runs["load"] = [_report(p, timeout=240) for p in procs]
+    port = free_port()
+    procs = [start("mp", pid, port, path, "load") for pid in (0, 1)]
+    runs["load"] = [report(p, timeout=240) for p in procs]
     for r in runs["save"] + runs["load"]:
         assert r["processes"] == 2 and not r["fully_addressable"] and r["same_sharding"]
         assert np.array_equal(np.float32(r["local"]), np.float32(r["expected"]))

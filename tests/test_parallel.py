@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
+from ckpt_client import free_port
 
 import fluxjax as Flux
 from fluxjax import parallel
@@ -28,12 +28,6 @@ from fluxjax.parallel import P
 
 WORKER = Path(__file__).with_name("parallel_worker.py")
 TOL = 1e-5  # float32 rounding of reductions split over devices
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _start(*args: str) -> subprocess.Popen:
@@ -58,7 +52,7 @@ def _collect(p: subprocess.Popen, what: str, timeout: float = 240) -> dict:
 @pytest.fixture(scope="module")
 def runs():
     t0 = time.time()
-    port = str(_free_port())
+    port = str(free_port())
     procs = {"single": _start("single"), "mp0": _start("mp", "0", port), "mp1": _start("mp", "1", port)}
     reports = {k: _collect(p, f"parallel_worker {k}") for k, p in procs.items()}
     reports["seconds"] = time.time() - t0

@@ -4,22 +4,17 @@ make), and exports of sharded models (4 CPU devices in a subprocess; two `jax.di
 
 import json
 import os
-import socket
-import subprocess
-import sys
-from pathlib import Path
 
 import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 import pytest
 import safetensors.numpy
+from ckpt_client import free_port, report, start
 
 import fluxjax
 from fluxjax import BatchNorm, Chain, CheckpointError, Conv, Dense, DimensionMismatch, flatten
 from fluxjax.serialize import flat_state, read_safetensors
-
-WORKER = Path(__file__).with_name("ckpt_worker.py")
 
 
 def build(seed):
@@ -111,30 +106,12 @@ def test_metadata_must_be_strings(tmp_path):
 # sharded models
 
 
-def _env():
-    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_PLATFORMS")}
-    env["PYTHONPATH"] = str(WORKER.parent.parent) + os.pathsep + env.get("PYTHONPATH", "")
-    return env
-
-
-def _start(*args):
-    return subprocess.Popen([sys.executable, str(WORKER), *map(str, args)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=_env())
-
-
-def _report(p, timeout=240):
-    out, err = p.communicate(timeout=timeout)
-    lines = [ln for ln in out.splitlines() if ln.startswith("{")]
-    assert p.returncode == 0 and lines, f"ckpt_worker failed (rc {p.returncode}):\n{err[-4000:]}"
-    return json.loads(lines[-1])
-
-
-def _expected(report):
-    return {k: np.float32(v) for k, v in report["expected"].items()}
+def _expected(r):
+    return {k: np.float32(v) for k, v in r["expected"].items()}
 
 
 def test_export_of_a_model_sharded_over_4_devices(tmp_path):
-    r = _report(_start("export", tmp_path))
+    r = report(start("export", tmp_path))
     assert r["devices"] == 4 and r["fully_addressable"] and r["shards"] == 4
     want = _expected(r)
     for name in ("m.safetensors", "m.npz"):
@@ -144,17 +121,11 @@ def test_export_of_a_model_sharded_over_4_devices(tmp_path):
             assert got[k].tobytes() == want[k].tobytes(), (name, k)
 
 
-def _port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.slow  # two jax.distributed processes: ~10 s on 2 shared cores
 def test_two_process_export_gathers_and_process_0_writes(tmp_path):
-    port = _port()
-    procs = [_start("mpexport", pid, port, tmp_path) for pid in (0, 1)]
-    r0, r1 = (_report(p) for p in procs)
+    port = free_port()
+    procs = [start("mpexport", pid, port, tmp_path) for pid in (0, 1)]
+    r0, r1 = (report(p) for p in procs)
     for r in (r0, r1):
         assert r["processes"] == 2 and not r["fully_addressable"]
         assert r["exists_on_return"] == [True, True]  # every process returns once process 0 has written
