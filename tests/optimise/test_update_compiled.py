@@ -2,6 +2,7 @@
 numbers as the rules op by op (`fluxjax.eager()`), one compile for a loop of steps, the same sharing
 and dict order in the states, and the eager fallback for a rule that branches on values in Python."""
 
+import contextlib
 import copy
 
 import jax
@@ -54,6 +55,12 @@ def _grads(m, k):
     return jax.tree_util.tree_map(lambda a: a * (1.0 + 0.1 * k), _G0[key])
 
 
+def _update_(compiled, *args):
+    """`update_(*args)` as a cached compiled program, or op by op (`fluxjax.eager()`)."""
+    with contextlib.nullcontext() if compiled else Flux.eager():
+        return update_(*args)
+
+
 def _run(rule, steps=3, edit=None, model=None, compiled=True):
     m = _mlp() if model is None else copy.deepcopy(model)
     s = setup(rule, m)
@@ -61,11 +68,7 @@ def _run(rule, steps=3, edit=None, model=None, compiled=True):
         edit(s, m)
     for k in range(steps):
         g = _grads(m, k)
-        if compiled:
-            update_(s, m, g)
-        else:
-            with Flux.eager():
-                update_(s, m, g)
+        _update_(compiled, s, m, g)
     return s, m
 
 
@@ -103,11 +106,7 @@ def test_frozen_none_and_adjust_match_eager():
         g = _grads(m, 5)
         g.layers[1].weight = None  # a None gradient skips its array
         w1 = m[1].weight
-        if eager:
-            with Flux.eager():
-                update_(s, m, g)
-        else:
-            update_(s, m, g)
+        _update_(not eager, s, m, g)
         assert m[1].weight is w1
     _close(m1, m2)
     _close(s1, s2)
@@ -149,11 +148,7 @@ def test_implicit_update_matches_eager():
         for k in range(3):
             x = X * (1.0 + 0.1 * k)
             gs = Flux.gradient(lambda m=m, x=x: mse(m, x, Y), ps)
-            if compiled:
-                update_(opt, ps, gs)
-            else:
-                with Flux.eager():
-                    update_(opt, ps, gs)
+            _update_(compiled, opt, ps, gs)
         out.append(m)
     _close(*out)
 
@@ -209,10 +204,6 @@ def test_random_sequences_match_eager(seq):
             if k == 3:
                 adjust_(s, 0.005)
             g = _grads(m, k)
-            if compiled:
-                update_(s, m, g)
-            else:
-                with Flux.eager():
-                    update_(s, m, g)
+            _update_(compiled, s, m, g)
         models.append(m)
     _close(*models)
