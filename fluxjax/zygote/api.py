@@ -18,6 +18,7 @@ from ..compiled.call import jit as _fluxjax_jit
 from ..compiled.pure import TRACE_ERRORS, is_eager, tracing_eager_call
 from ..core.layer import LAYER_TYPES
 from ..core.region import current_region
+from ..core.walk import ARRAY_TYPES
 from .adtypes import ADType, AutoFiniteDifferences
 from .closure import _check_leaks, _snapshot
 from .implicit import Grads, Params
@@ -90,7 +91,7 @@ def _number_or_tracer(v: Any) -> bool:
         return any(_number_or_tracer(e) for e in v.values())
     if isinstance(v, _NUMBER_OR_TRACER):
         return True
-    if isinstance(v, (jax.Array, np.ndarray)):
+    if isinstance(v, ARRAY_TYPES):
         return False
     return any(isinstance(e, _NUMBER_OR_TRACER) for e in jax.tree_util.tree_leaves(v))
 
