@@ -37,11 +37,12 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import jax
-import numpy as np
 from jax._src.core import trace_state_clean  # no public API says whether a trace is under way
 
+from ..core.layer import dict_order, restore_order
 from ..core.region import current_region
 from ..core.sharing import sharing
+from ..core.walk import ARRAY_TYPES
 from .options import with_defaults
 
 MAX_PROGRAMS = 128  # LRU bound on the cached programs
@@ -50,7 +51,6 @@ NOT_RUN = object()  # `cached_pure`'s answer when the caller must run `fn` eager
 # compile/hit/eager counters, for tests and benchmarks: `stats["compiles"]` counts traces
 stats: dict[str, int] = collections.Counter()
 
-_ARRAYS = (jax.Array, np.ndarray)
 # the errors of Python code that needs concrete values (an `if` on an array, `float(x)`, `x.item()`,
 # NumPy on a traced array): such code runs op by op instead
 TRACE_ERRORS = (
@@ -160,7 +160,7 @@ def cached_pure(key: tuple, keep: tuple, fn: Callable[[Any], Any], args: Any) ->
     where: dict[int, int] = {}
     index = []
     for a in leaves:
-        if not isinstance(a, _ARRAYS) or isinstance(a, jax.core.Tracer):
+        if not isinstance(a, ARRAY_TYPES) or isinstance(a, jax.core.Tracer):
             return NOT_RUN
         j = where.get(id(a))
         if j is None:
@@ -176,7 +176,7 @@ def cached_pure(key: tuple, keep: tuple, fn: Callable[[Any], Any], args: Any) ->
         if prog is not None:
             _programs.move_to_end(full)
     if prog is None:
-        prog = _compile(fn, treedef, index, keep, _order(args))
+        prog = _compile(fn, treedef, index, keep, dict_order(args))
         try:
             with tracing_eager_call():
                 outs = prog.jitted(uniq)  # traces now
@@ -194,34 +194,7 @@ def cached_pure(key: tuple, keep: tuple, fn: Callable[[Any], Any], args: Any) ->
         outs = prog.jitted(uniq)
     out_def, out_index, order = prog.out
     res = out_def.unflatten([uniq[j] if src == "in" else outs[j] if src == "out" else j for src, j in out_index])
-    return res if order is None else _reorder(res, order)
-
-
-def _order(v: Any) -> Any:
-    """Where `v` holds a dict whose keys are not in sorted order (lists and tuples followed), that
-    order; None where nothing beneath needs it. jax rebuilds dicts with sorted keys, and the eager
-    call's dicts keep the order the rule made them in (Adam's `hyper` is `eta, beta, epsilon`)."""
-    if type(v) is dict:
-        inner = tuple(_order(e) for e in v.values())
-        keys = tuple(v)
-        try:
-            in_order = list(keys) == sorted(keys)
-        except TypeError:  # keys that do not compare: jax sorts them its own way, keep the order
-            in_order = False
-        return None if in_order and all(o is None for o in inner) else ("d", keys, inner)
-    if isinstance(v, (list, tuple)):
-        inner = tuple(_order(e) for e in v)
-        return None if all(o is None for o in inner) else ("s", inner)
-    return None
-
-
-def _reorder(v: Any, order: Any) -> Any:
-    if order is None:
-        return v
-    if order[0] == "d":
-        return {k: _reorder(v[k], o) for k, o in zip(order[1], order[2])}
-    items = [_reorder(e, o) for e, o in zip(v, order[1])]
-    return type(v)(*items) if hasattr(v, "_fields") else type(v)(items)
+    return res if order is None else restore_order(res, order)
 
 
 def _compile(fn: Callable, treedef: Any, index: list, keep: tuple, in_order: Any) -> _Program:
@@ -231,7 +204,7 @@ def _compile(fn: Callable, treedef: Any, index: list, keep: tuple, in_order: Any
         stats["compiles"] += 1
         tracers = [uniq[j] for j in index]
         with sharing():
-            res = fn(_reorder(treedef.unflatten(tracers), in_order))
+            res = fn(restore_order(treedef.unflatten(tracers), in_order))
         outs, out_def = jax.tree_util.tree_flatten(res)
         ins = {id(t): j for j, t in enumerate(uniq)}
         mine: dict[int, int] = {}
@@ -249,7 +222,7 @@ def _compile(fn: Callable, treedef: Any, index: list, keep: tuple, in_order: Any
                 k = mine[id(o)] = len(returned)
                 returned.append(o)
             out_index.append(("out", k))
-        prog.out = (out_def, out_index, _order(res))
+        prog.out = (out_def, out_index, dict_order(res))
         return returned
 
     prog.jitted = jax.jit(program, **with_defaults({}))

@@ -157,27 +157,34 @@ def _split_container(v):
     if not dyn_pos:
         return None
     static = tuple(None if i in dyn_pos else x for i, x in enumerate(leaves))
-    return [leaves[i] for i in dyn_pos], (treedef, dyn_pos, _Static(static), _key_order(v))
+    return [leaves[i] for i in dyn_pos], (treedef, dyn_pos, _Static(static), dict_order(v))
 
 
-def _key_order(v):
-    """The insertion order of every dict inside `v` (JAX rebuilds dicts with sorted keys, and a named
-    `Chain` runs its layers in insertion order), or None when `v` holds no dict."""
-    if isinstance(v, dict):
-        return ("dict", tuple((k, _key_order(e)) for k, e in v.items()))
+def dict_order(v: Any) -> Any:
+    """Where `v` holds a dict whose keys are not in sorted order (lists and tuples followed), that order;
+    None where nothing beneath needs it. JAX rebuilds dicts with sorted keys, and a named `Chain` runs its
+    layers (an optimiser state its hyperparameters) in insertion order: `restore_order` puts it back."""
+    if type(v) is dict:
+        inner = tuple(dict_order(e) for e in v.values())
+        keys = tuple(v)
+        try:
+            in_order = list(keys) == sorted(keys)
+        except TypeError:  # keys that do not compare: jax sorts them its own way, keep the order
+            in_order = False
+        return None if in_order and all(o is None for o in inner) else ("d", keys, inner)
     if isinstance(v, (list, tuple)):
-        sub = tuple(_key_order(e) for e in v)
-        return ("seq", sub) if any(o is not None for o in sub) else None
+        inner = tuple(dict_order(e) for e in v)
+        return None if all(o is None for o in inner) else ("s", inner)
     return None
 
 
-def _reorder(v, order):
+def restore_order(v: Any, order: Any) -> Any:
+    """`v` (rebuilt by JAX) with the dict key order `dict_order` recorded."""
     if order is None:
         return v
-    kind, sub = order
-    if kind == "dict":
-        return {k: _reorder(v[k], o) for k, o in sub}
-    items = [_reorder(e, o) for e, o in zip(v, sub)]
+    if order[0] == "d":
+        return {k: restore_order(v[k], o) for k, o in zip(order[1], order[2])}
+    items = [restore_order(e, o) for e, o in zip(v, order[1])]
     return type(v)(*items) if hasattr(v, "_fields") else type(v)(items)
 
 
@@ -253,7 +260,7 @@ def _unflatten_fields(cls, fields, children):
             for p in dyn_pos:
                 leaves[p] = children[i]
                 i += 1
-            d[name] = _reorder(jax.tree_util.tree_unflatten(treedef, leaves), order)
+            d[name] = restore_order(jax.tree_util.tree_unflatten(treedef, leaves), order)
         else:
             d[name] = meta.value
     if any(kind >= 0 for _, kind, _ in fields):
