@@ -13,10 +13,13 @@ from .functors import all_layers
 
 
 def _set_mode(m: Any, mode) -> Any:
+    changed = False
     for lay in all_layers(m):
-        if "active" in lay.__dict__:
+        if "active" in lay.__dict__ and lay.__dict__["active"] is not mode:
             lay.__dict__["active"] = mode
-    bump()
+            changed = True
+    if changed:  # the mode is static: compiled calls must walk again (an unchanged model keeps its walks)
+        bump()
     return m
 
 

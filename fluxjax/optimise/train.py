@@ -383,7 +383,15 @@ def _fusable_signature(d) -> tuple | None:
 
 
 def _stack(batches: list) -> Any:
-    return jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *batches)
+    """The batches stacked along a new leading axis: on the host for NumPy batches (one transfer
+    then), else as one compiled program (`jnp.stack` op by op converts every batch on its own: for 32
+    small batches about ten times the cost of this one dispatch)."""
+    if all(isinstance(x, np.ndarray) for x in jax.tree_util.tree_leaves(batches[0])):
+        return jax.tree_util.tree_map(lambda *xs: np.stack(xs), *batches)
+    return _stacked(batches)
+
+
+_stacked = jax.jit(lambda batches: jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *batches))
 
 
 def _run(loss, model, data, opt_state, sources, adtype, jit, shown) -> list:

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fluxjax as Flux
+from fluxjax.core.layer import structure_version
 from fluxjax.core.plain import PLAIN_DEPTH
 from fluxjax.optimise import train as train_module
 from fluxjax.optimise.train import CHECK_EVERY, NonFiniteLoss
@@ -240,3 +241,49 @@ def test_large_batches_run_one_call_per_step(scans):
     fused = _train(_mlp, Flux.Descent(0.1), data)
     assert scans == []
     _same(fused, _train(_mlp, Flux.Descent(0.1), data, fuse=False))
+
+
+def test_numpy_batches_stack_on_the_host_with_the_same_numbers(scans):
+    host = [tuple(np.asarray(a) for a in d) for d in DATA]
+    fused = _train(_stateful, Flux.Adam(0.01), host)
+    assert scans == [CHECK_EVERY, CHECK_EVERY]
+    _same(fused, _train(_stateful, Flux.Adam(0.01), DATA))
+    mixed = [d if i % 2 else tuple(np.asarray(a) for a in d) for i, d in enumerate(DATA)]
+    _same(fused, _train(_stateful, Flux.Adam(0.01), mixed))
+
+
+def test_epochs_reuse_one_walk_until_the_mode_changes(monkeypatch):
+    """`train_` puts the model in train mode at every call; when it already is, the compiled chunk keeps
+    its walk of the model from one epoch to the next (a walk per epoch cost more than the epoch of a
+    small model). A real change of mode makes the next call walk again, and compute in the new mode."""
+    import fluxjax.compiled.call as call_module
+
+    plans = []
+    real = call_module.Plan
+
+    def counting(*args, **kwargs):
+        plans.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(call_module, "Plan", counting)
+    Flux.seed_(1)
+    m, other = _stateful(), _stateful()
+    opt = Flux.setup(Flux.Adam(0.01), m)
+    data = DATA[:CHECK_EVERY]
+    for _ in range(3):
+        Flux.train_(mse, m, data, opt)
+    assert len(plans) == 1
+    version = structure_version()
+    Flux.trainmode_(m)  # already in train mode: nothing changes
+    assert structure_version() == version
+    Flux.train_(mse, m, data, opt)
+    assert len(plans) == 1
+    Flux.testmode_(other)
+    Flux.train_(mse, other, data, Flux.setup(Flux.Adam(0.01), other))  # another model: a new walk
+    assert len(plans) == 2
+    Flux.testmode_(m)  # test mode, then `train_` switches back: walked again, trained in train mode
+    assert not m.layers[2].active
+    before = _arrays(m)
+    Flux.train_(mse, m, data, opt)
+    assert len(plans) == 3 and m.layers[2].active is True
+    assert any(not np.allclose(a, b) for a, b in zip(before, _arrays(m)))
