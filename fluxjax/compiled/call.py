@@ -32,6 +32,7 @@ from .options import with_defaults
 from .plan import Plan, refresh_reads
 
 PLAN_MISSES = 3  # see Jitted._plan_misses
+PLAN_RETRY = 64  # ... and then a plan is made again every PLAN_RETRY calls, in case the calls settled
 MAX_PROGRAMS = 32  # compiled programs one `fluxjax.jit` function keeps (least recently used dropped)
 _MANY = object()  # an entry whose programs (one per input shapes) return differently structured outputs
 _REFUSED = ("in_shardings", "out_shardings", "donate_argnames")
@@ -223,7 +224,8 @@ class Jitted:
         self._cache: collections.OrderedDict[Any, Entry] = collections.OrderedDict()
         self._plan: Plan | None = None  # the last call's walk, reused while it still fits
         # plans made in a row that no call reused: with `read_arrays` (the eager `withgradient`, passed a
-        # fresh closure each call) the last plan never fits, so after PLAN_MISSES of those no plan is made
+        # closure over new cells each call) the last plan never fits, so after PLAN_MISSES of those no plan is
+        # made but every PLAN_RETRY-th
         self._plan_misses = 0
         self._lock = threading.RLock()  # one call at a time: a call swaps tracers into live objects
         self.compilations = 0  # cache entries ever made (the cache keeps the latest MAX_PROGRAMS)
@@ -261,8 +263,7 @@ class Jitted:
             box, w, entry, statics = plan.box, plan.walk, plan.entry, NO_STATICS
             self._plan_misses = 0
         else:
-            if plan is not None:
-                self._plan_misses += 1
+            self._plan_misses += 1  # a call that walks
             plan = None
             statics = self._statics(args, kwargs) if self.static_argnums or self.static_argnames else NO_STATICS
             pos, kw = statics
@@ -310,7 +311,7 @@ class Jitted:
         for k, v in extra.items():
             commit(entry.extra_slot(k, w), v)
         if plan is None and not kwargs and not statics[0] and w.reusable and (
-                self._plan_misses < PLAN_MISSES or not self.read_arrays):
+                self._plan_misses <= PLAN_MISSES or not self.read_arrays or self._plan_misses % PLAN_RETRY == 0):
             plan = self._plan = Plan(box, w, entry, len(args), mode, version)
         if plan is not None:
             if traced:  # what the trace's own Python code changed is not a change (`refresh_reads` above)

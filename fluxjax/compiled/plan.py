@@ -6,7 +6,12 @@ Walking a model and its optimiser state costs far more than dispatching the comp
 - arrays and numbers passed directly, or in a flat tuple (a batch), may change every call: only
   their kind is checked, and their values are read afresh (a list is the caller's mutable object: it
   must be the same list, holding the same kinds of items, since the slots read its items);
-- every other argument (models, optimiser states, functions) must be the very same object;
+- a Python function passed directly may be a new one of the same code (`lambda m: loss(m, x, y)` made
+  afresh at every step): same code, globals and defaults, and the very same closure cells, which the
+  walk's slots read (the cells of an enclosing loop or function are shared by every lambda made there);
+- every other argument (models, optimiser states, other callables) must be the very same object;
+- an item of a list or dict that is a tuple of arrays (an optimiser state kept in a list) may be a new
+  tuple of other arrays in the same containers: the slots reach its arrays by position;
 - nothing reached from those may have changed shape: layers and `Tangent`s bump the structure
   version (`functors.bump`) whenever a field is set, the state thread bumps it when it rebinds a slot
   to anything but an array, and every list and dict the walk passed through must hold the same items
@@ -24,6 +29,7 @@ functions generated once per plan (`_access.py`), so a warm call spends a few mi
 from __future__ import annotations
 
 import functools
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -32,10 +38,10 @@ import numpy as np
 
 from ..core.keys import static_key
 from ..core.layer import structure_version
-from ..core.walk import AN_ARRAY, ARRAY_TYPES, NUMBER_TYPES, Walk, leaf_sig
+from ..core.walk import AN_ARRAY, ARRAY_TYPES, NUMBER_TYPES, Walk, arrays_tree_kind, is_concrete_array, leaf_sig
 from .access import Source, loader, storer
 
-_LEAF, _FLAT, _SAME = 0, 1, 2
+_LEAF, _FLAT, _SAME, _FN = 0, 1, 2, 3
 
 
 @functools.cache
@@ -45,15 +51,57 @@ def _concrete() -> frozenset:
     return frozenset({type(jax.numpy.zeros(())), np.ndarray})
 
 
+class _ArraysTree:
+    """A snapshot's stand-in for a tuple of arrays (an optimiser state in a list): any tuple of
+    arrays in the same containers fits, as the walk's slots reach its arrays by their positions."""
+
+    __slots__ = ("treedef",)
+
+    def __init__(self, treedef: Any):
+        self.treedef = treedef
+
+
+def _fits(e: Any, treedef: Any) -> bool:
+    """Whether `e` is a tree of concrete arrays of structure `treedef` (which holds no layer)."""
+    leaves, d = jax.tree_util.tree_flatten(e)
+    if d != treedef:
+        return False
+    concrete = _concrete()
+    return all(type(x) in concrete or is_concrete_array(x) for x in leaves)
+
+
+def _item(e: Any) -> Any:
+    if isinstance(e, ARRAY_TYPES):
+        return AN_ARRAY
+    if isinstance(e, tuple):
+        kind = arrays_tree_kind(e)
+        if kind is not None:
+            return _ArraysTree(kind)
+    return e
+
+
 def _snapshot(c: list | dict) -> tuple:
     if type(c) is dict:
-        return tuple(c), tuple(AN_ARRAY if isinstance(e, ARRAY_TYPES) else e for e in c.values())
-    return None, tuple(AN_ARRAY if isinstance(e, ARRAY_TYPES) else e for e in c)
+        return tuple(c), tuple(map(_item, c.values()))
+    return None, tuple(map(_item, c))
 
 
 def _is_kind(src: Source, a: str, sig: Any) -> str:
     """The check that `a` is data of the kind `leaf_sig` gave: an array (None), else its number type."""
     return f"(type({a}) in _CONCRETE or isinstance({a}, _ARRAY))" if sig is None else f"type({a}) is {src.name(sig)}"
+
+
+def _same_function(src: Source, a: str, f: types.FunctionType) -> str:
+    """The check that `a` is `f` or a function made from the same code over the same cells."""
+    conds = [f"type({a}) is _FUNCTION", f"{a}.__code__ is {src.name(f.__code__)}",
+             f"{a}.__globals__ is {src.name(f.__globals__)}"]
+    for attr in ("__defaults__", "__kwdefaults__", "__closure__"):
+        conds.append(f"{a}.{attr} is None" if getattr(f, attr) is None else f"{a}.{attr} is not None")
+    for j, cell in enumerate(f.__closure__ or ()):
+        conds.append(f"{a}.__closure__[{j}] is {src.name(cell)}")
+    if f.__defaults__ is not None or f.__kwdefaults__ is not None:
+        conds.append(f"{a} is {src.name(f)}")  # defaults are keyed by value: the same function only
+    return " and ".join(conds)
 
 
 def _is_data(v: Any) -> bool:
@@ -90,6 +138,8 @@ class Plan:
             elif type(v) is tuple and all(_is_data(e) for e in v):
                 self.kinds.append((_FLAT, type(v), tuple(leaf_sig(e) for e in v)))
                 skip.add(id(v))
+            elif type(v) is types.FunctionType:
+                self.kinds.append((_FN, v))
             else:
                 self.kinds.append((_SAME, v))
         self.containers = [(c, *_snapshot(c)) for c in w.containers if id(c) not in skip]
@@ -125,7 +175,7 @@ class Plan:
     def release(self) -> None:
         """Drop the references to this call's data arguments (the box keeps models only)."""
         for i, k in enumerate(self.kinds):
-            if k[0] != _SAME:
+            if k[0] not in (_SAME, _FN):
                 self.box[i] = None
 
     def refresh(self) -> None:
@@ -149,11 +199,13 @@ class Plan:
     def _checker(self) -> Callable[[tuple], bool]:
         """One generated expression for what `matches` checks: the arguments' kinds, and every
         container's items, those the call rebuilds against their current snapshot."""
-        src = Source(_CONCRETE=_concrete())
+        src = Source(_CONCRETE=_concrete(), _FUNCTION=types.FunctionType, _fits=_fits)
         conds = [f"len(a) == {len(self.kinds)}"]
         for n, k in enumerate(self.kinds):
             a = f"a[{n}]"
-            if k[0] == _SAME:
+            if k[0] == _FN:
+                conds.append(_same_function(src, a, k[1]))
+            elif k[0] == _SAME:
                 conds.append(f"{a} is {src.name(k[1])}")
             elif k[0] == _LEAF:
                 conds.append(_is_kind(src, a, k[1]))
@@ -170,7 +222,9 @@ class Plan:
             else:
                 items = [f"{cn}[{i}]" for i in range(len(refs))]
             conds += [
-                _is_kind(src, e, None) if r is AN_ARRAY else f"{e} is {snapshots}[{n}][2][{i}]"
+                _is_kind(src, e, None) if r is AN_ARRAY
+                else f"_fits({e}, {snapshots}[{n}][2][{i}].treedef)" if type(r) is _ArraysTree
+                else f"{e} is {snapshots}[{n}][2][{i}]"
                 for i, (e, r) in enumerate(zip(items, refs))
             ]
         for slot, v in self.walk.watched:  # what the walked functions read
@@ -201,7 +255,7 @@ class Plan:
         conds, lines = [f"len(a) == {len(self.kinds) - first}"], []
         for n, k in enumerate(self.kinds[first:]):
             a, s = f"a[{n}]", w.starts[first + n]
-            if k[0] == _SAME:
+            if k[0] in (_SAME, _FN):
                 return None
             if k[0] == _LEAF:
                 conds.append(_is_kind(src, a, k[1]))

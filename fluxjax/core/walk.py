@@ -36,6 +36,27 @@ SAFE_NODES: set[type] = set()
 LAYER_TYPES.add(DefaultRNG)  # walked as a layer whose one state field is the global key
 
 
+def is_concrete_array(v) -> bool:
+    """Whether `v` is an array with a value (a jax array outside any trace, or a NumPy array)."""
+    return isinstance(v, _ARRAY) and not isinstance(v, jax.core.Tracer)
+
+
+def arrays_tree_kind(v: Any) -> Any:
+    """The tree structure of `v` when every leaf of it is a concrete array (layers count as leaves
+    that are not), else None. Two values of one kind differ only in which arrays they hold."""
+    leaves, treedef = jax.tree_util.tree_flatten(v, is_leaf=lambda z: type(z) in LAYER_TYPES)
+    return treedef if all(is_concrete_array(x) for x in leaves) else None
+
+
+def same_arrays_tree(old: Any, new: Any) -> bool:
+    """Whether `new` is `old` with other concrete arrays in the same places (an eager optimiser step's
+    new state). Rebinding a field to such a value needs no `bump()`: every walk of it stays valid, so
+    the compiled calls of an eager loop keep their walk from one step to the next."""
+    a, adef = jax.tree_util.tree_flatten(old)
+    b, bdef = jax.tree_util.tree_flatten(new)
+    return adef == bdef and all(is_concrete_array(x) and is_concrete_array(y) for x, y in zip(a, b))
+
+
 def is_visited(v) -> bool:
     """Whether a layer field is walked (arrays, layers, containers) rather than static configuration."""
     t = type(v)

@@ -1,6 +1,7 @@
 """Optimisers.jl on optax: the rules, the state tree and the training loop (`fluxjax.optimise`
 serves as `Optimisers`)."""
 
+from . import eagerstep  # noqa: F401  (installs the fused eager step: withgradient + update_)
 from ._custom import AbstractRule, apply_, init
 from ._rule_base import ScheduleState
 from .rules import *  # noqa: F403  (the rules module declares __all__)

@@ -9,9 +9,9 @@ from typing import Any
 import jax
 
 from ..core.layer import layer
-from ..core.region import commit
+from ..core.region import commit, current_region
 from ..core.sharing import sharing
-from ..core.walk import Slot
+from ..core.walk import Slot, same_arrays_tree
 from ..zygote import Grads, Params
 from .rulestep import _rules_step, cached_step_view
 from .wholetree import as_transform, is_whole_tree
@@ -129,6 +129,10 @@ def implicit_update_(holder: ImplicitState, ps: Params, gs: Grads) -> None:
     todo = [(i, e, g) for i, (e, g) in enumerate(zip(ps._entries, gs)) if g is not None]
     xs = [e.value() for _, e, _ in todo]
     states, new_xs = _rules_step([rule] * len(todo), [holder.states[i] for i, _, _ in todo], xs, [g for _, _, g in todo])
+    eager = current_region() is None
     for (i, e, _), new, new_x in zip(todo, states, new_xs):
-        commit(Slot(holder.states, i, False), new)
+        if eager and same_arrays_tree(holder.states[i], new):
+            holder.states[i] = new  # new arrays in the same containers: walks of it stay valid
+        else:
+            commit(Slot(holder.states, i, False), new)
         e.set(new_x)

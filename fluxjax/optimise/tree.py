@@ -20,7 +20,7 @@ from ..core.layer import is_array, is_float_array, is_layer, trainable
 from ..core.plain import find_plain
 from ..core.region import commit, current_region
 from ..core.sharing import sharing
-from ..core.walk import Slot
+from ..core.walk import Slot, same_arrays_tree
 from ..zygote import Grads, Params, Tangent
 from ..zygote.implicit import raise_plain
 from .implicit import _implicit_holder, implicit_update_
@@ -109,12 +109,24 @@ def _refuse_plain(v) -> None:
         raise_plain(plain, "setup")
 
 def _apply(leaf: Leaf, new_state, new_x, slots, roots: dict, write):
-    write(Slot(leaf, "state", True), new_state)
+    if current_region() is None and same_arrays_tree(leaf.__dict__["state"], new_state):
+        leaf.__dict__["state"] = new_state  # new arrays in the same containers: walks of it stay valid
+    else:
+        write(Slot(leaf, "state", True), new_state)
     for s in slots:
         if isinstance(s, _Root):
             roots[s.path] = new_x
         else:
             write(s, new_x)
+
+
+_STEP_FUSION: list = []  # fluxjax.optimise.eagerstep's `commit_update`, once it is imported
+
+
+def use_step_fusion(commit: Any) -> None:
+    """Called by fluxjax.optimise.eagerstep: `update_` first asks `commit(opt_state, model, grads)`
+    whether it is a step already computed, fused with the gradient."""
+    _STEP_FUSION[:] = [commit]
 
 
 def _commit(slot: Slot, value: Any) -> None:
@@ -155,6 +167,8 @@ def update_(opt_state: Any, model: Any, grads: Any) -> tuple[Any, Any]:
     >>> m.weight                                     # 1 - 0.1 * [1, 2]
     Array([[0.9, 0.8]], dtype=float32)
     """
+    if _STEP_FUSION and _STEP_FUSION[0](opt_state, model, grads):
+        return opt_state, model  # the step computed with the gradient (fluxjax/optimise/eagerstep.py)
     if isinstance(model, Params):
         _check_rule(opt_state, "update_")
         if not isinstance(grads, Grads):

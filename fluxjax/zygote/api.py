@@ -126,6 +126,45 @@ def _run_compiled(name: str, eager: Callable, f: Callable, args: tuple) -> Any:
     return out
 
 
+_STEP_FUSION: list[Callable] = []  # fluxjax.optimise.eagerstep's hook, once it is imported
+
+
+def use_step_fusion(hook: Callable) -> None:
+    """Called by fluxjax.optimise.eagerstep: eager gradients of a model pass through `hook(name, f,
+    args, run)`, which may run them fused with the optimiser step that follows."""
+    _STEP_FUSION[:] = [hook]
+
+
+def _fusable(name: str, f: Callable, args: tuple) -> Any:
+    """The compiled eager `gradient`/`withgradient` (`name`) of `f` at `args`; through the step fusion's
+    hook when `args` is one model or one `Params` (see fluxjax/optimise/eagerstep.py)."""
+    if len(args) == 1 and isinstance(args[0], Params):
+        name = "implicit_" + name
+        run = functools.partial(_run_implicit, name, f, args[0])
+    else:
+        run = functools.partial(_run_compiled, name, _EAGER[name], f, args)
+    if _STEP_FUSION and len(args) == 1 and (type(args[0]) in LAYER_TYPES or name.startswith("implicit")):
+        return _STEP_FUSION[0](name, f, args[0], run)
+    return run()
+
+
+def _run_implicit(name: str, f: Callable, ps: Params) -> Any:
+    """The implicit form compiled: the program returns the gradients as a list (a `Grads` is not a pytree)."""
+    keys = list(ps)
+    out = _run_compiled(name, _EAGER[name], f, (ps,))
+    return implicit_result(name, ps, keys, out)
+
+
+def implicit_result(name: str, ps: Params, keys: list, out: Any) -> Any:
+    """The `Grads` (or `WithGradient` of one) that the implicit `name` returns, from a compiled
+    program's `[gradients]` (or `(val, [gradients])`); a result already made (op by op) as it is."""
+    if isinstance(out, (Grads, WithGradient)):
+        return out
+    if name == "implicit_withgradient":
+        return WithGradient(out[0], Grads(ps, keys, out[1]))
+    return Grads(ps, keys, out)
+
+
 def gradient(f: Callable, *args, jit: bool = True) -> Any:
     """Zygote's `gradient`: one gradient per argument, `None` for no dependence.
 
@@ -145,11 +184,7 @@ def gradient(f: Callable, *args, jit: bool = True) -> Any:
     of `f` happen while it is traced. `jit=False` (or `with fluxjax.eager():`) runs it op by op.
     """
     if _can_compile(f, args, jit) and not (args and isinstance(args[0], ADType)):
-        if len(args) == 1 and isinstance(args[0], Params):  # implicit: the program returns the arrays
-            keys = list(args[0])
-            out = _run_compiled("implicit", _implicit_grads, f, args)
-            return out if isinstance(out, Grads) else Grads(args[0], keys, out)
-        return _run_compiled("gradient", _gradient, f, args)
+        return _fusable("gradient", f, args)
     stats["eager"] += 1
     return _gradient(f, *args)
 
@@ -185,11 +220,7 @@ def withgradient(f: Callable, *args, jit: bool = True) -> WithGradient:
     WithGradient(val=Array(9., dtype=float32, weak_type=True), grad=(Array(6., dtype=float32, weak_type=True),))
     """
     if _can_compile(f, args, jit) and not (args and isinstance(args[0], ADType)):
-        if len(args) == 1 and isinstance(args[0], Params):  # implicit: the program returns the arrays
-            keys = list(args[0])
-            out = _run_compiled("implicit_withgradient", _implicit_withgradient, f, args)
-            return out if isinstance(out, WithGradient) else WithGradient(out[0], Grads(args[0], keys, out[1]))
-        return _run_compiled("withgradient", _withgradient, f, args)
+        return _fusable("withgradient", f, args)
     stats["eager"] += 1
     return _withgradient(f, *args)
 
@@ -212,6 +243,11 @@ def _withgradient(f: Callable, *args) -> WithGradient:
     commit()
     _check_leaks(f, "withgradient", before)
     return WithGradient(full, out)
+
+
+# the op-by-op call each compiled entry point runs inside its program (and falls back to)
+_EAGER: dict[str, Callable] = {"gradient": _gradient, "withgradient": _withgradient,
+                               "implicit_gradient": _implicit_grads, "implicit_withgradient": _implicit_withgradient}
 
 
 def pullback(f: Callable, *args) -> tuple[Any, Callable]:

@@ -1,0 +1,276 @@
+"""The eager Flux loop, `withgradient` then `update_`, as one compiled program per step.
+
+Model-zoo code trains in an eager loop:
+
+```python
+for x, y in data:
+    val, grads = withgradient(lambda m: loss(m(x), y), model)
+    update_(opt_state, model, grads[0])
+```
+
+Each call compiles on its own (`zygote.api`, `compiled.pure`), so a step is two programs and two
+trips through Python. Once `update_(opt_state, model, g)` has received the gradient that the eager
+`gradient`/`withgradient` of `model` had just returned, the two are *linked*: from then on,
+`withgradient(f, model)` runs one program that also computes the optimiser step (the pure `update`
+of the same gradient) and holds its new arrays back, *pending*. Nothing of the update is written then.
+The next `update_(opt_state, model, g)` commits them if, and only if, it is the pending step exactly:
+
+- `g` is the very gradient object that call returned, with the same arrays in it;
+- `model` and `opt_state` are the ones linked, their structure is unchanged (the structure version),
+  and every array the update replaces is still the one the program read;
+
+otherwise `update_` runs as it always does, and the pending arrays are dropped. A clipped or scaled
+gradient, an `adjust_`, a `loadmodel_` or a gradient taken without `update_` in between all take
+that path, so the numbers are always those of the two calls made one after the other (one XLA
+program computes them, so they agree to rounding, as every compiled call does). A link that misses
+`MISSES` times in a row is dropped, and a model whose fused step cannot be compiled is not linked
+again.
+
+Only the explicit form with one model argument is fused; `jit=False`, `fluxjax.eager()` and calls
+inside a trace never are. Python side effects of `f` happen while tracing, as for the compiled
+`withgradient` itself.
+"""
+
+from __future__ import annotations
+
+import operator
+import threading
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import jax
+
+from ..compiled.access import loader, storer
+from ..compiled.call import jit as _fluxjax_jit
+from ..core.layer import structure_version
+from ..core.region import current_region, run_in_region
+from ..core.walk import walk
+from ..zygote import api
+from . import tree
+from .implicit import _implicit_holder, implicit_update_
+from .tree import update_
+
+MISSES = 2  # fused steps in a row that no `update_` committed before a link is dropped
+MAX_LINKS = 8  # models linked at once (least recently linked dropped)
+NOT_FUSED = object()
+
+stats: dict[str, int] = {"fused": 0, "committed": 0, "missed": 0}
+
+
+def _grad_of(name: str, out: Any) -> Any:
+    """The gradient `update_` is handed from what the entry point `name` returned: `grads[0]` of an
+    explicit call, the `Grads` of an implicit one."""
+    if name.endswith("withgradient"):
+        out = out.grad
+    return out if name.startswith("implicit") else out[0]
+
+
+def _held_back(roots: list, step: Callable[[], Any]) -> dict:
+    """Inside the fused program: run `step` (an `update_`) in a region of its own, whose writes are
+    undone when it ends, and return what it wrote: `{(leaf indices of walk(roots)...): new array}`,
+    one entry per new array, so that places tied to one array get one array again."""
+    before = walk(roots)
+
+    def collect(region):
+        after = walk(roots)
+        if after.signature != before.signature:
+            raise _NotFusable  # the step changes the structure (a state made anew): not fused
+        new: dict[int, tuple[Any, list]] = {}
+        for i, (a, b) in enumerate(zip(before.leaves, after.leaves)):
+            if b is not a:
+                new.setdefault(id(b), (b, []))[1].append(i)
+        return {tuple(where): v for v, where in new.values()}
+
+    return run_in_region(step, collect=collect)[1]
+
+
+def _fused(name: str) -> Callable:
+    """The fused program of the entry point `name`: `(its result, the update held back)`."""
+    call = api.withgradient if name.endswith("withgradient") else api.gradient
+
+    if name.startswith("implicit"):
+        def fused(f: Callable, ps: Any, holder: Any) -> tuple:
+            out = call(f, ps)  # inside the program's region: op by op
+            gs = _grad_of(name, out)
+            held = _held_back([*ps._sources, holder], lambda: implicit_update_(holder, ps, gs))
+            grads = list(gs._grads)  # a `Grads` is not a pytree: the program returns the list
+            return ((out.val, grads) if name.endswith("withgradient") else grads), held
+    else:
+        def fused(f: Callable, model: Any, opt_state: Any) -> tuple:
+            out = call(f, model)
+            g = _grad_of(name, out)
+            return out, _held_back([model, opt_state], lambda: update_(opt_state, model, g))
+
+    return _fluxjax_jit(fused, read_arrays=True)
+
+
+class _NotFusable(Exception):
+    """The optimiser step changes the structure of the state: it is not fused."""
+
+
+_PROGRAMS = {name: _fused(name) for name in ("gradient", "withgradient", "implicit_gradient", "implicit_withgradient")}
+
+
+class _Link:
+    """A model and the optimiser state that `update_` steps it with, and their walk (kept while the
+    structure version is unchanged), with generated code reading and writing the slots a step writes."""
+
+    __slots__ = ("model", "opt_state", "version", "walk", "access", "misses", "dead")
+
+    def __init__(self, model: Any, opt_state: Any):
+        self.model, self.opt_state = _ref(model), _ref(opt_state)
+        self.version: tuple = ()  # the structure version and the roots' ids the walk is of
+        self.walk = None
+        self.access: dict[tuple, tuple] = {}  # slots a step writes -> (their loader, their storer)
+        self.misses, self.dead = 0, False
+
+    def objects(self) -> tuple[Any, Any] | None:
+        m, s = self.model(), self.opt_state()
+        return None if m is None or s is None else (m, s)
+
+    def current_walk(self, roots: list):
+        v = (structure_version(), *map(id, roots))
+        if v != self.version:
+            self.walk = walk(roots)
+            self.access = {}
+            self.version = v
+        return self.walk
+
+    def accessors(self, targets: tuple) -> tuple:
+        """(a loader of every slot in `targets`, a storer of one value per group of them)."""
+        got = self.access.get(targets)
+        if got is None:
+            slots = [self.walk.slots[i] for where in targets for i in where]
+            got = self.access[targets] = (loader(slots), storer(self.walk.slots, targets))
+        return got
+
+
+class _Pending:
+    """A fused step's update, held until `update_` commits it: the arrays it read and those it writes."""
+
+    __slots__ = ("link", "grad", "grad_leaves", "version", "targets", "inputs", "news")
+
+    def __init__(self, link: _Link, grad: Any, version: int, news: dict):
+        """`news` is what the program held back; the arrays its slots hold now are those the update read
+        (a write of the gradient's own call to one of them, committed with the call, was seen by the
+        update inside the program too)."""
+        self.link, self.grad, self.version = link, grad, version
+        self.grad_leaves = jax.tree_util.tree_leaves(grad)
+        self.targets = tuple(news)
+        self.inputs = link.accessors(self.targets)[0]()
+        self.news = list(news.values())
+
+
+def _ref(obj: Any) -> Callable[[], Any]:
+    try:
+        return weakref.ref(obj)
+    except TypeError:  # not weakly referenceable: held (MAX_LINKS bounds how many)
+        return lambda: obj
+
+
+_lock = threading.Lock()
+_links: dict[int, _Link] = {}
+_tls = threading.local()  # .last: (gradient, model) of the last unfused call; .pending: a _Pending
+
+
+def _pending() -> _Pending | None:
+    return getattr(_tls, "pending", None)
+
+
+def gradient_call(name: str, f: Callable, arg: Any, run: Callable[[], Any]) -> Any:
+    """`zygote.api`'s hook around an eager compiled gradient entry point `name` of one model or
+    `Params` `arg` (`run()` makes the call as usual): the fused program when `arg` is linked, else
+    `run()`, remembering its gradient for `update_` to link."""
+    _tls.pending = None
+    _tls.last = None
+    link = _links.get(id(arg))
+    objs = None if link is None else link.objects()
+    if link is not None and objs is None:  # the linked objects are gone
+        _drop(arg)
+    elif objs is not None and objs[0] is arg and not link.dead:
+        out = _run_fused(name, f, arg, objs[1], link)
+        if out is not NOT_FUSED:
+            return out
+    out = run()
+    _tls.last = (_grad_of(name, out), arg)
+    return out
+
+
+def _run_fused(name: str, f: Callable, model: Any, opt_state: Any, link: _Link) -> Any:
+    if link.misses >= MISSES:
+        link.dead = True  # for good: a loop that does not hand `update_` the gradient never will
+        return NOT_FUSED
+    implicit = name.startswith("implicit")
+    held = _implicit_holder(opt_state, model) if implicit else opt_state
+    roots = [*model._sources, held] if implicit else [model, held]
+    w = link.current_walk(roots)
+    keys = list(model) if implicit else None
+    try:
+        out, news = _PROGRAMS[name](f, model, held)
+    except Exception:  # anything the fused trace cannot do; the usual call then runs (and raises the user's errors)
+        link.dead = True
+        return NOT_FUSED
+    if implicit:
+        out = api.implicit_result(name, model, keys, out)
+    if any(i >= len(w.slots) for where in news for i in where):  # the program's walk is not this one
+        link.dead = True
+        return out
+    link.misses += 1  # until an `update_` commits it
+    stats["fused"] += 1
+    _tls.pending = _Pending(link, _grad_of(name, out), structure_version(), news)
+    return out
+
+
+def commit_update(opt_state: Any, model: Any, grads: Any) -> bool:
+    """`update_`'s first question: whether this is the pending fused step (see the module docstring);
+    if so its arrays are written and True is returned. Otherwise links `model` to `opt_state` when
+    `grads` is what the last eager gradient of `model` returned."""
+    if current_region() is not None:
+        return False
+    p = _pending()
+    if p is not None:
+        _tls.pending = None
+        link = p.link
+        objs = link.objects()
+        if (p.grad is grads and objs is not None and objs[0] is model and objs[1] is opt_state
+                and structure_version() == p.version
+                and _same_leaves(jax.tree_util.tree_leaves(grads), p.grad_leaves)):
+            load, store = link.accessors(p.targets)
+            if _same_leaves(load(), p.inputs):
+                store(p.news)
+                link.misses = 0
+                stats["committed"] += 1
+                return True
+        stats["missed"] += 1
+        return False
+    last = getattr(_tls, "last", None)
+    if last is not None and last[0] is grads and last[1] is model:
+        _tls.last = None
+        with _lock:
+            if id(model) not in _links:
+                _links[id(model)] = _Link(model, opt_state)
+                while len(_links) > MAX_LINKS:
+                    del _links[next(iter(_links))]
+    return False
+
+
+def _same_leaves(a: list, b: list) -> bool:
+    return len(a) == len(b) and all(map(operator.is_, a, b))
+
+
+def _drop(model: Any) -> None:
+    with _lock:
+        _links.pop(id(model), None)
+
+
+def clear() -> None:
+    """Forget every link and pending step."""
+    with _lock:
+        _links.clear()
+    _tls.pending = None
+    _tls.last = None
+
+
+api.use_step_fusion(gradient_call)
+tree.use_step_fusion(commit_update)

@@ -1,0 +1,316 @@
+"""The eager Flux loop fused into one program per step (fluxjax/optimise/eagerstep.py): `withgradient`
+computes the optimiser step with the gradient and holds it back; `update_` commits it only when it is
+exactly that step. Every test compares with the same loop op by op (`fluxjax.eager()`), where nothing
+is compiled or fused."""
+
+from __future__ import annotations
+
+import contextlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import fluxjax as Flux
+from fluxjax.optimise import eagerstep
+
+RNG = np.random.default_rng(0)
+X = jnp.asarray(RNG.normal(size=(3, 8)), jnp.float32)
+Y = jnp.asarray(RNG.normal(size=(2, 8)), jnp.float32)
+
+
+def mse(m, x, y):
+    return Flux.mse(m(x), y)
+
+
+def _mlp():
+    return Flux.Chain(Flux.Dense(3, 5, Flux.tanh), Flux.Dense(5, 2))
+
+
+def _stateful():
+    # no bias before the BatchNorm: its gradient would be rounding noise, which Adam scales up
+    return Flux.Chain(Flux.Dense(3, 5, bias=False), Flux.BatchNorm(5, Flux.relu), Flux.Dropout(0.3), Flux.Dense(5, 2))
+
+
+def _tied():
+    d = Flux.Dense(3, 3, Flux.tanh)
+    return Flux.Chain(d, d, Flux.Dense(3, 2))
+
+
+def _tied_arrays():
+    a, b = Flux.Dense(3, 3, Flux.tanh), Flux.Dense(3, 3)
+    b.weight = a.weight  # one array in two layers: one state, the gradients summed
+    return Flux.Chain(a, b, Flux.Dense(3, 2))
+
+
+def _arrays(*trees):
+    return [np.asarray(a) for a in jax.tree_util.tree_leaves(trees)]
+
+
+def _same(a, b, rtol=2e-5):
+    la, lb = _arrays(a), _arrays(b)
+    assert len(la) == len(lb)
+    for x, y in zip(la, lb):
+        np.testing.assert_allclose(x, y, rtol=rtol, atol=1e-6)
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    eagerstep.clear()
+    before = dict(eagerstep.stats)
+    yield before
+    eagerstep.clear()
+
+
+def _counts(before):
+    return {k: eagerstep.stats[k] - before[k] for k in before}
+
+
+def _loop(build, rule, steps, *, fused, style="withgradient", freeze=False, between=None, aux=False):
+    """Train a fresh model for `steps` steps in the eager loop; `fused=False` runs it op by op.
+    Returns (losses, model, opt_state, global key)."""
+    Flux.seed_(1)
+    m = build()
+    opt = Flux.setup(rule, m)
+    if freeze:
+        Flux.freeze_(opt.layers[0])
+    Flux.seed_(7)
+    losses = []
+    with contextlib.nullcontext() if fused else Flux.eager():
+        for k in range(steps):
+            x, y = X * (1 + 0.1 * k), Y
+            if style == "withgradient":
+                loss = (lambda m: (mse(m, x, y), m(x))) if aux else (lambda m: mse(m, x, y))  # noqa: B023
+                val, grads = Flux.withgradient(loss, m)
+                losses.append(val[0] if aux else val)
+            else:
+                grads = Flux.gradient(lambda m: mse(m, x, y), m)  # noqa: B023
+            if between is not None:
+                between(k, m, opt)
+            Flux.update_(opt, m, grads[0])
+    return losses, m, opt, Flux.random.default_rng.key
+
+
+@pytest.mark.parametrize(
+    "build, rule, freeze",
+    [
+        (_mlp, Flux.Adam(0.01), False),
+        (_stateful, Flux.Momentum(0.05), False),
+        (_tied, Flux.OptimiserChain(Flux.ClipNorm(1.0), Flux.Adam(0.01)), False),
+        (_tied_arrays, Flux.Adam(0.01), False),
+        (_tied_arrays, optax.adam(0.01), False),
+        (_mlp, Flux.AdamW(0.01), True),
+        (_mlp, optax.chain(optax.clip_by_global_norm(0.1), optax.sgd(0.1)), False),
+    ],
+    ids=["mlp-adam", "batchnorm-dropout-momentum", "tied-chain", "tied-arrays", "tied-arrays-optax", "frozen",
+         "optax-whole-tree"],
+)
+def test_the_fused_loop_computes_the_op_by_op_loop(build, rule, freeze, _fresh):
+    fused = _loop(build, rule, 6, fused=True, freeze=freeze)
+    counts = _counts(_fresh)
+    assert counts["fused"] == counts["committed"] == 5  # the first step links the two calls
+    _same(fused, _loop(build, rule, 6, fused=False, freeze=freeze))
+    if build is _tied:
+        assert fused[1].layers[0] is fused[1].layers[1]
+    if build is _tied_arrays:
+        assert fused[1].layers[0].weight is fused[1].layers[1].weight
+
+
+@pytest.mark.parametrize("style", ["gradient", "aux"])
+def test_gradient_and_auxiliary_outputs_fuse_too(style, _fresh):
+    kw = {"aux": True} if style == "aux" else {"style": "gradient"}
+    fused = _loop(_stateful, Flux.Adam(0.01), 5, fused=True, **kw)
+    assert _counts(_fresh)["committed"] == 4
+    _same(fused[1:], _loop(_stateful, Flux.Adam(0.01), 5, fused=False, **kw)[1:])
+
+
+def _clip(g):
+    return Flux.fmap(lambda a: jnp.clip(a, -0.01, 0.01), g)
+
+
+# what a loop may do between `withgradient` and `update_`: each one must leave the fused step
+# uncommitted (or commit it only when it is still exactly the step), with the op-by-op numbers
+BETWEEN = {
+    "adjust": lambda k, m, opt: Flux.adjust_(opt, 0.001 * (k + 1)),
+    "rebind-a-weight": lambda k, m, opt: setattr(m.layers[0], "weight", m.layers[0].weight * 0.5),
+    "loadmodel": lambda k, m, opt: Flux.loadmodel_(m, jax.tree_util.tree_map(
+        lambda a: a * 0.9 if isinstance(a, jax.Array) and jnp.issubdtype(a.dtype, jnp.floating) else a, Flux.state(m))),
+    "freeze": lambda k, m, opt: Flux.freeze_(opt.layers[1]) if k == 2 else None,
+    "a-gradient-without-update": lambda k, m, opt: Flux.withgradient(lambda m: mse(m, X, Y), m),
+    "read-the-model": lambda k, m, opt: float(mse(m, X, Y)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BETWEEN))
+def test_changes_between_the_two_calls_are_seen(name):
+    fused = _loop(_stateful, Flux.Adam(0.01), 5, fused=True, between=BETWEEN[name])
+    _same(fused, _loop(_stateful, Flux.Adam(0.01), 5, fused=False, between=BETWEEN[name]))
+
+
+def test_a_gradient_without_update_writes_nothing_of_the_step():
+    Flux.seed_(1)
+    m = _mlp()
+    opt = Flux.setup(Flux.Adam(0.01), m)
+    for _ in range(2):  # linked, then fused
+        _, (g,) = Flux.withgradient(lambda m: mse(m, X, Y), m)
+        Flux.update_(opt, m, g)
+    before = _arrays(m, opt)
+    val, (g,) = Flux.withgradient(lambda m: mse(m, X, Y), m)
+    assert eagerstep._pending() is not None  # the step is computed and held back
+    _same((m, opt), before, rtol=0)
+    np.testing.assert_allclose(val, mse(m, X, Y), rtol=1e-6)
+
+
+def test_a_changed_gradient_is_applied_as_given():
+    """A clipped gradient (a new object), a gradient changed in place, and the same gradient twice are
+    all applied as `update_` is given them."""
+    def edits(k, m, opt, g):
+        if k == 1:
+            return _clip(g)
+        if k == 2:
+            g.layers[0].fields["weight"] = g.layers[0].weight * 3.0  # in place, under the Tangent's back
+        return g
+
+    def run(fused):
+        Flux.seed_(1)
+        m = _mlp()
+        opt = Flux.setup(Flux.Adam(0.01), m)
+        with contextlib.nullcontext() if fused else Flux.eager():
+            for k in range(5):
+                _, (g,) = Flux.withgradient(lambda m: mse(m, X, Y), m)
+                g = edits(k, m, opt, g)
+                Flux.update_(opt, m, g)
+                if k == 3:
+                    Flux.update_(opt, m, g)  # the same gradient once more: a second step
+        return m, opt
+
+    _same(run(True), run(False))
+
+
+def test_another_state_or_model_is_not_the_pending_step():
+    Flux.seed_(1)
+    m = _mlp()
+    opt, other = Flux.setup(Flux.Adam(0.01), m), Flux.setup(Flux.Descent(0.1), m)
+    twin = Flux.fmap(lambda a: a, m)
+    for _ in range(2):
+        _, (g,) = Flux.withgradient(lambda m: mse(m, X, Y), m)
+        Flux.update_(opt, m, g)
+    _, (g,) = Flux.withgradient(lambda m: mse(m, X, Y), m)
+    w = m.layers[1].bias
+    Flux.update_(other, m, g)  # plain descent with this gradient, not the pending Adam step
+    np.testing.assert_allclose(m.layers[1].bias, w - 0.1 * g.layers[1].bias, rtol=1e-6)
+    before = _arrays(twin)
+    _, (g,) = Flux.withgradient(lambda m: mse(m, X, Y), m)
+    Flux.update_(Flux.setup(Flux.Adam(0.01), twin), twin, g)  # a step of another model
+    assert any(not np.allclose(a, b) for a, b in zip(before, _arrays(twin)))
+
+
+def test_a_loop_that_never_commits_stops_fusing(_fresh):
+    Flux.seed_(1)
+    m = _mlp()
+    opt = Flux.setup(Flux.Adam(0.01), m)
+    _, (g,) = Flux.withgradient(lambda m: mse(m, X, Y), m)
+    Flux.update_(opt, m, g)  # linked
+    for _ in range(6):
+        _, (g,) = Flux.withgradient(lambda m: mse(m, X, Y), m)
+        Flux.update_(opt, m, _clip(g))
+    assert _counts(_fresh)["fused"] == eagerstep.MISSES
+
+
+def test_jit_false_and_eager_never_fuse(_fresh):
+    Flux.seed_(1)
+    m = _mlp()
+    opt = Flux.setup(Flux.Adam(0.01), m)
+    for _ in range(3):
+        _, (g,) = Flux.withgradient(lambda m: mse(m, X, Y), m, jit=False)
+        Flux.update_(opt, m, g)
+    assert _counts(_fresh)["fused"] == 0
+
+
+OPS = st.lists(st.sampled_from(["step", "clip", "skip-update", "adjust", "rebind", "twice", "testmode"]),
+               min_size=1, max_size=8)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(OPS)
+def test_any_sequence_of_loop_edits_matches_op_by_op(ops):
+    """Random eager loops (a plain step, a clipped gradient, a gradient left unused, `adjust_`, a weight
+    rebound, `update_` twice, test mode) give the op-by-op numbers, the fused steps included."""
+
+    def run(fused):
+        eagerstep.clear()
+        Flux.seed_(1)
+        m = _stateful()
+        opt = Flux.setup(Flux.Adam(0.01), m)
+        Flux.seed_(3)
+        losses = []
+        with contextlib.nullcontext() if fused else Flux.eager():
+            for k, op in enumerate(["step", "step", *ops]):
+                val, (g,) = Flux.withgradient(lambda m: mse(m, X * (1 + 0.1 * k), Y), m)  # noqa: B023
+                losses.append(val)
+                if op == "skip-update":
+                    continue
+                if op == "clip":
+                    g = _clip(g)
+                elif op == "adjust":
+                    Flux.adjust_(opt, 0.02)
+                elif op == "rebind":
+                    m.layers[3].bias = m.layers[3].bias + 1.0
+                elif op == "testmode":
+                    Flux.testmode_(m, k % 2 == 0)
+                Flux.update_(opt, m, g)
+                if op == "twice":
+                    Flux.update_(opt, m, g)
+        return losses, m, opt, Flux.random.default_rng.key
+
+    _same(run(True), run(False))
+
+
+def _implicit_loop(build, rule, steps, *, fused, withgradient=False, fresh_params=False, between=None):
+    """Flux 0.13's loop: `gs = gradient(() -> loss, ps); update_(rule, ps, gs)`."""
+    Flux.seed_(1)
+    m = build()
+    ps = Flux.params(m)
+    Flux.seed_(7)
+    losses = []
+    with contextlib.nullcontext() if fused else Flux.eager():
+        for k in range(steps):
+            x = X * (1 + 0.1 * k)
+            if fresh_params:
+                ps = Flux.params(m)
+            if withgradient:
+                val, gs = Flux.withgradient(lambda: mse(m, x, Y), ps)  # noqa: B023
+                losses.append(val)
+            else:
+                gs = Flux.gradient(lambda: mse(m, x, Y), ps)  # noqa: B023
+            if between is not None:
+                between(k, m, ps)
+            Flux.update_(rule, ps, gs)
+    return losses, m, Flux.random.default_rng.key
+
+
+@pytest.mark.parametrize("build", [_mlp, _stateful, _tied, _tied_arrays])
+@pytest.mark.parametrize("rule", [Flux.Adam(0.01), optax.adam(0.01)], ids=["adam", "optax-whole-tree"])
+def test_the_implicit_loop_fuses_with_the_op_by_op_numbers(build, rule, _fresh):
+    fused = _implicit_loop(build, rule, 6, fused=True)
+    assert _counts(_fresh)["committed"] == 5
+    _same(fused, _implicit_loop(build, rule, 6, fused=False))
+
+
+@pytest.mark.parametrize("case", ["withgradient", "fresh-params", "rebind", "gradient-edited"])
+def test_implicit_variants_and_changes_between_the_calls(case):
+    def rebind(k, m, ps):
+        m.layers[0].weight = m.layers[0].weight * 0.5
+
+    def edit(k, m, ps):
+        gs = Flux.gradient(lambda: mse(m, X, Y), ps)  # a gradient without update: the step is not held
+        assert gs is not None
+
+    kw = {"withgradient": {"withgradient": True}, "fresh-params": {"fresh_params": True},
+          "rebind": {"between": rebind}, "gradient-edited": {"between": edit}}[case]
+    rule = Flux.Momentum(0.05)
+    _same(_implicit_loop(_stateful, rule, 5, fused=True, **kw), _implicit_loop(_stateful, rule, 5, fused=False, **kw))
