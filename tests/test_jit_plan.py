@@ -323,3 +323,53 @@ def test_committed_data_commits_the_model_so_the_step_compiles_once():
     twin_losses = [float(step(twin, twin_opt, np.asarray(x), np.asarray(y))) for _ in range(3)]
     np.testing.assert_allclose(twin_losses, losses, rtol=1e-6)
     assert not any(a.committed for a in jax.tree_util.tree_leaves((twin, twin_opt)))
+
+
+@Flux.jit
+def _apply(f, model, x):
+    return f(model, x)
+
+
+def _scaled(scale):
+    return lambda m, x: m(x) * scale  # a new cell per call of _scaled
+
+
+def test_a_new_function_of_the_same_code_reuses_the_walk_only_over_the_same_cells(walks):
+    """A function argument may be a new function object at every call (a lambda written in a loop):
+    the walk is reused when it is the same code over the same closure cells, and the values the cells
+    hold now are what the call computes with; a function over other cells, or another code, walks."""
+    m, _ = _pair()
+    x, _y = _data()
+    outs = []
+    for scale in (1.0, 1.0, 2.0, 2.0):
+        outs.append(_apply(lambda m, x: m(x) * scale, m, x))  # noqa: B023 (one cell, changing contents)
+    for k, scale in enumerate((1.0, 1.0, 2.0, 2.0)):
+        np.testing.assert_allclose(outs[k], m(x) * scale, rtol=1e-6)
+    assert walks[0] == 2  # the first call, and the call after the cell's value changed
+    for scale in (3.0, 4.0):  # same code, other cells: walked each time, each value seen
+        np.testing.assert_allclose(_apply(_scaled(scale), m, x), m(x) * scale, rtol=1e-6)
+    assert walks[0] == 4
+    np.testing.assert_allclose(_apply(lambda m, x: m(x) - 1.0, m, x), m(x) - 1.0, rtol=1e-6)  # other code
+    assert walks[0] == 5
+    for d in (1.0, 2.0):  # a default argument is a value of the function object: not reused across objects
+        np.testing.assert_allclose(_apply(lambda m, x, d=d: m(x) + d, m, x), m(x) + d, rtol=1e-6)
+    assert walks[0] == 7
+
+
+def test_an_eager_loop_keeps_its_walks_from_step_to_step(walks):
+    """An eager `withgradient` + `update_` loop over a fresh lambda per step: the optimiser step rebinds
+    its states to new arrays in the same containers, which is not a change of structure, so neither
+    the gradient's walk nor the fused step's is redone."""
+    from fluxjax.zygote import api
+
+    m, ref = _pair()
+    o, oref = Flux.setup(Flux.Adam(0.01), m), Flux.setup(Flux.Adam(0.01), ref)
+    batches = [_data(seed) for seed in range(6)]
+    with Flux.eager():
+        for x, y in batches:
+            _eager_step(ref, oref, x, y)
+    before = walks[0]
+    for x, y in batches:
+        _eager_step(m, o, x, y)
+    assert walks[0] - before <= 3  # the plain gradient's first call, the fused program's first, and one spare
+    _assert_same((m, o), (ref, oref))

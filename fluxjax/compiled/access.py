@@ -22,6 +22,11 @@ class Source:
         self.env: dict[str, Any] = {"_new": tuple.__new__, "_ARRAY": ARRAY_TYPES, **env}
         self._owners: dict[int, str] = {}
 
+    def alias(self, obj: Any, expr: str) -> None:
+        """Read `obj` as `expr` (over names in `env`) wherever it is named: an object that a later call
+        replaces by another one in the same place (a closure cell of a function passed anew)."""
+        self._owners[id(obj)] = expr
+
     def name(self, obj: Any, prefix: str = "c") -> str:
         k = self._owners.get(id(obj))
         if k is None:
@@ -52,11 +57,12 @@ def _plain(s: Slot) -> bool:
     return all(type(p) is int for p in s.path)
 
 
-def loader(slots: Sequence[Slot], shared: Sequence[int] | None = None) -> Callable[[], list | None]:
+def loader(slots: Sequence[Slot], shared: Sequence[int] | None = None, src: Source | None = None
+           ) -> Callable[[], list | None]:
     """A function returning `[s.get() for s in slots]`; with `shared` (each slot's position among the
     distinct arrays, see `fluxjax.compiled.call._sharing_pattern`), the distinct arrays, or None when slots
-    that shared an array no longer do."""
-    src = Source()
+    that shared an array no longer do. `src` may hold aliases (`Source.alias`)."""
+    src = src or Source()
     exprs = [src.base(s) + "".join(f"[{p}]" for p in s.path) if _plain(s) else f"{src.name(s, 's')}.get()" for s in slots]
     if shared is None:
         return src.compile(f"def load():\n    return [{', '.join(exprs)}]\n", "load")
@@ -71,11 +77,12 @@ def loader(slots: Sequence[Slot], shared: Sequence[int] | None = None) -> Callab
     return src.compile("def load():\n" + "\n".join(lines) + "\n", "load")
 
 
-def storer(slots: Sequence[Slot], targets: Sequence[Sequence[int]]) -> Callable[[list], None]:
+def storer(slots: Sequence[Slot], targets: Sequence[Sequence[int]], src: Source | None = None
+           ) -> Callable[[list], None]:
     """A function `store(values)` doing `slots[i].set(values[j])` for every `i` in `targets[j]`; the
     values are arrays, so no structure changes (the structure version stays as it is). A tuple-valued
     field is rebuilt as the type and length it has now, which only a structure change can alter."""
-    src = Source()
+    src = src or Source()
     lines: list[str] = []
     fields: dict[tuple, tuple[Slot, list]] = {}  # a tuple-valued field -> its slot, (path, value) pairs
     for j, where in enumerate(targets):

@@ -31,8 +31,9 @@ from ..random import default_key, default_rng
 from .options import with_defaults
 from .plan import Plan, refresh_reads
 
-PLAN_MISSES = 3  # see Jitted._plan_misses
-PLAN_RETRY = 64  # ... and then a plan is made again every PLAN_RETRY calls, in case the calls settled
+PLAN_MISSES = 3  # see Entry.unused_plans
+PLAN_RETRY = 64  # ... and then a plan is made again every PLAN_RETRY walks, in case the calls settled
+SPARE_PLANS = 3  # earlier calls' plans kept beside the latest (two models stepped in turn, as in a GAN)
 MAX_PROGRAMS = 32  # compiled programs one `fluxjax.jit` function keeps (least recently used dropped)
 _MANY = object()  # an entry whose programs (one per input shapes) return differently structured outputs
 _REFUSED = ("in_shardings", "out_shardings", "donate_argnames")
@@ -43,7 +44,7 @@ class Entry:
     """One cache entry: the program for one structure of the arguments (jax retraces it per shapes)."""
 
     __slots__ = ("top", "_nested", "_pure", "_jit_kwargs", "extra_slots", "extra_index", "out_trees", "out_tree",
-                 "current", "effects", "shared", "split", "traces")
+                 "current", "effects", "shared", "split", "traces", "unused_plans")
 
     def __init__(self, pure: Callable, jit_kwargs: dict, shared: tuple | None, split: tuple | None):
         self._pure, self._jit_kwargs = pure, jit_kwargs
@@ -60,6 +61,7 @@ class Entry:
         self.shared = shared  # see _sharing_pattern
         self.split = split  # (donated inputs, kept inputs) when the caller donates arguments
         self.traces = 0  # how many times the function has been traced for this entry
+        self.unused_plans = 0  # plans of this entry made since one was last reused (see Jitted._worth_a_plan)
 
     def program(self, top: bool) -> Callable:
         """The compiled program: with fluxjax's compiler options at top level; without them under
@@ -223,10 +225,7 @@ class Jitted:
         self.jit_kwargs = jit_kwargs
         self._cache: collections.OrderedDict[Any, Entry] = collections.OrderedDict()
         self._plan: Plan | None = None  # the last call's walk, reused while it still fits
-        # plans made in a row that no call reused: with `read_arrays` (the eager `withgradient`, passed a
-        # closure over new cells each call) the last plan never fits, so after PLAN_MISSES of those no plan is
-        # made but every PLAN_RETRY-th
-        self._plan_misses = 0
+        self._spare: list[Plan] = []  # the plans of calls before it, most recent first
         self._lock = threading.RLock()  # one call at a time: a call swaps tracers into live objects
         self.compilations = 0  # cache entries ever made (the cache keeps the latest MAX_PROGRAMS)
         functools.update_wrapper(self, fn)
@@ -255,15 +254,22 @@ class Jitted:
             default_key()  # the global key exists before the walk, so that it is an input
         plan = self._plan
         leaves = None
-        if plan is not None and not kwargs and plan.matches(args, mode):
-            leaves = plan.load(args)  # None when arrays the program takes as one are no longer one
-            if leaves is None:
-                plan.release()
+        if not kwargs:
+            if plan is None or not plan.matches(args, mode):
+                plan = next((p for p in self._spare if p.matches(args, mode)), None)
+                if plan is not None:  # an earlier call's plan fits: it becomes the latest
+                    self._spare.remove(plan)
+                    if self._plan is not None:
+                        self._spare.insert(0, self._plan)
+                    self._plan = plan
+            if plan is not None:
+                leaves = plan.load(args)  # None when arrays the program takes as one are no longer one
+                if leaves is None:
+                    plan.release()
         if leaves is not None:
             box, w, entry, statics = plan.box, plan.walk, plan.entry, NO_STATICS
-            self._plan_misses = 0
+            entry.unused_plans = 0
         else:
-            self._plan_misses += 1  # a call that walks
             plan = None
             statics = self._statics(args, kwargs) if self.static_argnums or self.static_argnames else NO_STATICS
             pos, kw = statics
@@ -310,14 +316,23 @@ class Jitted:
             set_many(w.slots, [(i, v) for where, v in changed.items() for i in where])
         for k, v in extra.items():
             commit(entry.extra_slot(k, w), v)
-        if plan is None and not kwargs and not statics[0] and w.reusable and (
-                self._plan_misses <= PLAN_MISSES or not self.read_arrays or self._plan_misses % PLAN_RETRY == 0):
+        if plan is None and not kwargs and not statics[0] and w.reusable and self._worth_a_plan(entry):
+            if self._plan is not None:
+                self._spare.insert(0, self._plan)
+                del self._spare[SPARE_PLANS:]
             plan = self._plan = Plan(box, w, entry, len(args), mode, version)
         if plan is not None:
             if traced:  # what the trace's own Python code changed is not a change (`refresh_reads` above)
                 plan.recheck()
             plan.release()
         return jax.tree_util.tree_unflatten(tree, out_leaves)
+
+    def _worth_a_plan(self, entry: Entry) -> bool:
+        """Whether to make a plan of this call's walk. Making one costs more than a walk; plans of one
+        structure that no call reused (a new model, or a closure over new objects, at every call of
+        the eager `withgradient`) stop being made after PLAN_MISSES, but for every PLAN_RETRY-th walk."""
+        entry.unused_plans += 1
+        return not self.read_arrays or entry.unused_plans <= PLAN_MISSES or entry.unused_plans % PLAN_RETRY == 0
 
     def _donated(self, w: Walk, shared: tuple | None, statics: dict) -> tuple | None:
         """`(donated inputs, kept inputs)` of the program for `donate_argnums`: the distinct inputs

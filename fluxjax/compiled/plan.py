@@ -38,7 +38,7 @@ import numpy as np
 
 from ..core.keys import static_key
 from ..core.layer import structure_version
-from ..core.walk import AN_ARRAY, ARRAY_TYPES, NUMBER_TYPES, Walk, arrays_tree_kind, is_concrete_array, leaf_sig
+from ..core.walk import AN_ARRAY, ARRAY_TYPES, NUMBER_TYPES, Slot, Walk, arrays_tree_kind, is_concrete_array, leaf_sig
 from .access import Source, loader, storer
 
 _LEAF, _FLAT, _SAME, _FN = 0, 1, 2, 3
@@ -92,13 +92,14 @@ def _is_kind(src: Source, a: str, sig: Any) -> str:
 
 
 def _same_function(src: Source, a: str, f: types.FunctionType) -> str:
-    """The check that `a` is `f` or a function made from the same code over the same cells."""
+    """The check that `a` is `f` or a function made from the same code (its cells, read where `a`
+    has them, are checked as the walk's other reads are)."""
     conds = [f"type({a}) is _FUNCTION", f"{a}.__code__ is {src.name(f.__code__)}",
              f"{a}.__globals__ is {src.name(f.__globals__)}"]
     for attr in ("__defaults__", "__kwdefaults__", "__closure__"):
         conds.append(f"{a}.{attr} is None" if getattr(f, attr) is None else f"{a}.{attr} is not None")
-    for j, cell in enumerate(f.__closure__ or ()):
-        conds.append(f"{a}.__closure__[{j}] is {src.name(cell)}")
+    if f.__closure__ is not None:
+        conds.append(f"len({a}.__closure__) == {len(f.__closure__)}")
     if f.__defaults__ is not None or f.__kwdefaults__ is not None:
         conds.append(f"{a} is {src.name(f)}")  # defaults are keyed by value: the same function only
     return " and ".join(conds)
@@ -121,7 +122,7 @@ class Plan:
     """The reusable part of one walk of `box = [*args, {}]` (see the module docstring)."""
 
     __slots__ = ("version", "box", "walk", "entry", "kinds", "containers", "owned", "positions", "mode", "_check",
-                 "_load", "_stores", "_placers")
+                 "_load", "_stores", "_placers", "cells", "_cell_slots")
 
     def __init__(self, box: list, w: Walk, entry: Any, n_args: int, mode: bool, version: int):
         """`box` is `[*args, kwargs, ...]`: the call's `n_args` arguments, then what else was walked;
@@ -142,12 +143,27 @@ class Plan:
                 self.kinds.append((_FN, v))
             else:
                 self.kinds.append((_SAME, v))
+        # the closure cells of functions passed as arguments: a later call's function of the same code
+        # has cells of its own (made anew by each call of the function that wrote the lambda), so
+        # generated code reads them through `cells` (`cells[k]`: argument `n`'s `j`-th cell), which
+        # `load` points at the call's cells, and so do the walk's slots into them
+        self.cells: list = []
+        self._cell_slots: list[tuple[int, int, list[Slot]]] = []
+        by_cell = {}
+        for slot in [*w.slots, *(slot for slot, _ in w.watched)]:
+            if slot.attr == "cell":
+                by_cell.setdefault(id(slot.owner), []).append(slot)
+        for n, k in enumerate(self.kinds):
+            if k[0] == _FN:
+                for j, cell in enumerate(k[1].__closure__ or ()):
+                    self._cell_slots.append((n, j, by_cell.get(id(cell), [])))
+                    self.cells.append(cell)
         self.containers = [(c, *_snapshot(c)) for c in w.containers if id(c) not in skip]
         # containers that hold tuples the call itself rebuilds (optimiser states in a list)
         at = {id(c[0]): k for k, c in enumerate(self.containers)}
         self.owned = {i: at[id(s.owner)] for i, s in enumerate(w.slots) if s.attr is False and id(s.owner) in at}
         self._check = self._checker()
-        self._load = loader(w.slots, entry.shared)
+        self._load = loader(w.slots, entry.shared, self._source())
         self._stores: dict[tuple, tuple] = {}
         self._placers: dict[int, Callable | None] = {}
         self.positions: dict[tuple, int] = {}  # for `Chain`: slots a new array goes to -> its input
@@ -161,7 +177,7 @@ class Plan:
         hit = self._stores.get(targets)
         if hit is None:
             owned = {self.owned[i] for where in targets for i in where if i in self.owned}
-            hit = self._stores[targets] = (storer(self.walk.slots, targets), owned)
+            hit = self._stores[targets] = (storer(self.walk.slots, targets, self._source()), owned)
         if commit is None:
             hit[0](list(changed.values()))
         else:
@@ -171,6 +187,13 @@ class Plan:
         for k in hit[1]:
             c = self.containers[k][0]
             self.containers[k] = (c, *_snapshot(c))
+
+    def _source(self, **env: Any) -> Source:
+        """A `Source` whose generated code reads the argument functions' cells through `cells`."""
+        src = Source(_CELLS=self.cells, **env)
+        for k, cell in enumerate(self.cells):
+            src.alias(cell, f"_CELLS[{k}]")
+        return src
 
     def release(self) -> None:
         """Drop the references to this call's data arguments (the box keeps models only)."""
@@ -200,6 +223,8 @@ class Plan:
         """One generated expression for what `matches` checks: the arguments' kinds, and every
         container's items, those the call rebuilds against their current snapshot."""
         src = Source(_CONCRETE=_concrete(), _FUNCTION=types.FunctionType, _fits=_fits)
+        for (n, j, _), cell in zip(self._cell_slots, self.cells):  # the call's own cells, as `load` will
+            src.alias(cell, f"a[{n}].__closure__[{j}]")
         conds = [f"len(a) == {len(self.kinds)}"]
         for n, k in enumerate(self.kinds):
             a = f"a[{n}]"
@@ -229,7 +254,10 @@ class Plan:
             ]
         for slot, v in self.walk.watched:  # what the walked functions read
             e = src.base(slot)
-            conds.append(f"{e} is {src.name(v)}")
+            if self.walk.read_arrays and isinstance(v, ARRAY_TYPES):
+                conds.append(_is_kind(src, e, None))  # an input of the program: read afresh by `load`
+            else:
+                conds.append(f"{e} is {src.name(v)}")
         if self.walk.watch:  # objects keyed by their contents
             src.env["_static_key"] = static_key
             conds += [f"_static_key({src.name(o)}) == {src.name(k)}" for o, k in self.walk.watch]
@@ -278,4 +306,10 @@ class Plan:
         box = self.box
         for i, a in enumerate(args):
             box[i] = a
+        if self._cell_slots:
+            cells = self.cells
+            for k, (n, j, slots) in enumerate(self._cell_slots):
+                cell = cells[k] = args[n].__closure__[j]
+                for slot in slots:
+                    slot.owner = cell
         return self._load()

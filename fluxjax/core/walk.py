@@ -170,7 +170,7 @@ class Walk:
     """Result of `walk`: `leaves`, their `slots`, `roles` (PARAM/STATE/OTHER) and `signature`."""
 
     __slots__ = ("leaves", "slots", "roles", "signature", "layers", "layer_list", "paths", "containers", "reusable", "starts",
-                 "watched", "watch", "plain")
+                 "watched", "watch", "plain", "read_arrays")
 
     def __init__(self, paths):
         self.leaves: list[Any] = []
@@ -190,6 +190,7 @@ class Walk:
         # plain objects (no @layer) holding float arrays or layers that the walk kept static: `gradient`
         # and `params` refuse them rather than leave their arrays silently without a gradient
         self.plain: list[Any] = []
+        self.read_arrays = False  # whether arrays the functions read are inputs (leaves), not constants
 
 
 def walk(root: list, paths: bool = False, functions: bool = False, read_arrays: bool = False) -> Walk:
@@ -202,6 +203,7 @@ def walk(root: list, paths: bool = False, functions: bool = False, read_arrays: 
     `read_arrays=True`: then they are inputs too (the eager `withgradient` compiles a fresh closure
     over each step's batch without compiling again)."""
     w = Walk(paths)
+    w.read_arrays = read_arrays
     leaves, slots, roles, layers, names = w.leaves, w.slots, w.roles, w.layers, w.paths
     sig: list[Any] = []
     ps: list[str] = []  # path components, maintained only when paths=True
