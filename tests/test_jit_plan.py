@@ -360,7 +360,6 @@ def test_an_eager_loop_keeps_its_walks_from_step_to_step(walks):
     """An eager `withgradient` + `update_` loop over a fresh lambda per step: the optimiser step rebinds
     its states to new arrays in the same containers, which is not a change of structure, so neither
     the gradient's walk nor the fused step's is redone."""
-    from fluxjax.zygote import api
 
     m, ref = _pair()
     o, oref = Flux.setup(Flux.Adam(0.01), m), Flux.setup(Flux.Adam(0.01), ref)

@@ -55,10 +55,10 @@ class _ArraysTree:
     """A snapshot's stand-in for a tuple of arrays (an optimiser state in a list): any tuple of
     arrays in the same containers fits, as the walk's slots reach its arrays by their positions."""
 
-    __slots__ = ("treedef",)
+    __slots__ = ("value", "treedef")
 
-    def __init__(self, treedef: Any):
-        self.treedef = treedef
+    def __init__(self, value: tuple, treedef: Any):
+        self.value, self.treedef = value, treedef
 
 
 def _fits(e: Any, treedef: Any) -> bool:
@@ -76,7 +76,7 @@ def _item(e: Any) -> Any:
     if isinstance(e, tuple):
         kind = arrays_tree_kind(e)
         if kind is not None:
-            return _ArraysTree(kind)
+            return _ArraysTree(e, kind)
     return e
 
 
@@ -248,7 +248,8 @@ class Plan:
                 items = [f"{cn}[{i}]" for i in range(len(refs))]
             conds += [
                 _is_kind(src, e, None) if r is AN_ARRAY
-                else f"_fits({e}, {snapshots}[{n}][2][{i}].treedef)" if type(r) is _ArraysTree
+                else f"({e} is {snapshots}[{n}][2][{i}].value or _fits({e}, {snapshots}[{n}][2][{i}].treedef))"
+                if type(r) is _ArraysTree
                 else f"{e} is {snapshots}[{n}][2][{i}]"
                 for i, (e, r) in enumerate(zip(items, refs))
             ]

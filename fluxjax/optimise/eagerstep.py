@@ -140,7 +140,7 @@ class _Link:
     def accessors(self, targets: tuple) -> tuple:
         """(a loader of every slot in `targets`, a storer of one value per group of them)."""
         got = self.access.get(targets)
-        if got is None:
+        if got is None:  # (an IndexError, if the program's walk were not this one, voids the link)
             slots = [self.walk.slots[i] for where in targets for i in where]
             got = self.access[targets] = (loader(slots), storer(self.walk.slots, targets))
         return got
@@ -204,7 +204,7 @@ def _run_fused(name: str, f: Callable, model: Any, opt_state: Any, link: _Link) 
     implicit = name.startswith("implicit")
     held = _implicit_holder(opt_state, model) if implicit else opt_state
     roots = [*model._sources, held] if implicit else [model, held]
-    w = link.current_walk(roots)
+    link.current_walk(roots)
     keys = list(model) if implicit else None
     try:
         out, news = _PROGRAMS[name](f, model, held)
@@ -213,12 +213,13 @@ def _run_fused(name: str, f: Callable, model: Any, opt_state: Any, link: _Link) 
         return NOT_FUSED
     if implicit:
         out = api.implicit_result(name, model, keys, out)
-    if any(i >= len(w.slots) for where in news for i in where):  # the program's walk is not this one
+    try:
+        _tls.pending = _Pending(link, _grad_of(name, out), structure_version(), news)
+    except IndexError:  # the program's walk is not this one: never expected, but never committed
         link.dead = True
         return out
     link.misses += 1  # until an `update_` commits it
     stats["fused"] += 1
-    _tls.pending = _Pending(link, _grad_of(name, out), structure_version(), news)
     return out
 
 

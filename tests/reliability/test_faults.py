@@ -140,13 +140,17 @@ def _fault_cases():
 def test_fault_inside_differentiation_leaves_model_untouched(entry, exc, where):
     run = ENTRY[entry]
     m, twin = _model(), _model()
-    f = Faulty(exc, 3, where)
+    f = Faulty(exc, 0, where)  # armed, but not yet to raise
     good = Faulty(ValueError, 0, where)  # never raises: the twin's loss
     for _ in range(2):  # two good calls move BatchNorm's statistics and Dropout's key
         run(f, m)
         run(good, twin)
     snap = _snap(m)
     _assert_same(twin, snap, "twin and model agree before the fault")
+    # the caller sets the loss to raise on its next call: a change of what the compiled call reads, so
+    # it traces again and the loss's Python runs (its own counting while traced is a trace-time side
+    # effect, which a compiled call does not repeat)
+    f.on = f.calls + 1
     with pytest.raises(exc, match="injected fault"):
         run(f, m)
     _assert_same(m, snap, f"{entry}: after a {exc.__name__} {where}")
