@@ -127,12 +127,14 @@ EAGER, EAGER_IMPLICIT = "fluxjax eager loop", "fluxjax implicit eager loop"
 
 @register(("mlp_tiny", "mlp_medium", "cnn_bn"), EAGER)
 def _eager_loop(wl):
-    """The model-zoo loop, un-jitted: `withgradient` then `update_` per step (Flux 0.14+ style)."""
+    """The model-zoo loop, un-jitted: `withgradient` then `update_` per step (Flux 0.14+ style), over a
+    batch held in local variables, as `for (x, y) in loader`."""
     model, d = _model_and_data(wl)
     opt_state = Flux.setup(Flux.Adam(1e-3), model)
+    x, y = d.x, d.onehot_fm
 
     def step():
-        val, grads = Flux.withgradient(lambda m: loss(m, d.x, d.onehot_fm), model)
+        val, grads = Flux.withgradient(lambda m: loss(m, x, y), model)
         Flux.update_(opt_state, model, grads[0])
         return val
 
@@ -145,9 +147,10 @@ def _eager_implicit_loop(wl):
     model, d = _model_and_data(wl)
     ps = Flux.params(model)
     rule = Flux.Adam(1e-3)
+    x, y = d.x, d.onehot_fm
 
     def step():
-        gs = Flux.gradient(lambda: loss(model, d.x, d.onehot_fm), ps)
+        gs = Flux.gradient(lambda: loss(model, x, y), ps)
         Flux.update_(rule, ps, gs)
         return gs
 

@@ -1,6 +1,7 @@
 """The eager Flux loop, `withgradient` then `update_`, as one compiled program per step.
 
-Model-zoo code trains in an eager loop:
+Model-zoo code trains in an eager loop (or in Flux 0.13's implicit form, `gs = gradient(() ->
+loss, ps)` then `update_(rule, ps, gs)`, which is fused the same way):
 
 ```python
 for x, y in data:
@@ -11,8 +12,9 @@ for x, y in data:
 Each call compiles on its own (`zygote.api`, `compiled.pure`), so a step is two programs and two
 trips through Python. Once `update_(opt_state, model, g)` has received the gradient that the eager
 `gradient`/`withgradient` of `model` had just returned, the two are *linked*: from then on,
-`withgradient(f, model)` runs one program that also computes the optimiser step (the pure `update`
-of the same gradient) and holds its new arrays back, *pending*. Nothing of the update is written then.
+`withgradient(f, model)` runs one program that also computes the optimiser step (the same `update_`,
+run in a region of its own whose writes are undone, see `_held_back`) and holds its new arrays back,
+*pending*. Nothing of the update is written then.
 The next `update_(opt_state, model, g)` commits them if, and only if, it is the pending step exactly:
 
 - `g` is the very gradient object that call returned, with the same arrays in it;
@@ -23,11 +25,10 @@ otherwise `update_` runs as it always does, and the pending arrays are dropped. 
 gradient, an `adjust_`, a `loadmodel_` or a gradient taken without `update_` in between all take
 that path, so the numbers are always those of the two calls made one after the other (one XLA
 program computes them, so they agree to rounding, as every compiled call does). A link that misses
-`MISSES` times in a row is dropped, and a model whose fused step cannot be compiled is not linked
-again.
+`MISSES` times in a row is not fused again, nor is a model whose fused step cannot be compiled.
 
-Only the explicit form with one model argument is fused; `jit=False`, `fluxjax.eager()` and calls
-inside a trace never are. Python side effects of `f` happen while tracing, as for the compiled
+Only calls with one model (or one `Params`) argument are fused; `jit=False`, `fluxjax.eager()` and
+calls inside a trace never are. Python side effects of `f` happen while tracing, as for the compiled
 `withgradient` itself.
 """
 
