@@ -117,10 +117,11 @@ class _Link:
     """A model and the optimiser state that `update_` steps it with, and their walk (kept while the
     structure version is unchanged), with generated code reading and writing the slots a step writes."""
 
-    __slots__ = ("model", "opt_state", "version", "walk", "access", "misses", "dead")
+    __slots__ = ("model", "opt_state", "version", "walk", "access", "misses", "dead", "pending")
 
     def __init__(self, model: Any, opt_state: Any):
         self.model, self.opt_state = _ref(model), _ref(opt_state)
+        self.pending: _Pending | None = None  # the last fused step, until `update_` takes it or not
         self.version: tuple = ()  # the structure version and the roots' ids the walk is of
         self.walk = None
         self.access: dict[tuple, tuple] = {}  # slots a step writes -> (their loader, their storer)
@@ -148,15 +149,16 @@ class _Link:
 
 
 class _Pending:
-    """A fused step's update, held until `update_` commits it: the arrays it read and those it writes."""
+    """A fused step's update, held until `update_` commits it: the arrays it read and those it writes.
+    Each linked model holds its own, so two models stepped in turn (a GAN) both fuse."""
 
-    __slots__ = ("link", "grad", "grad_leaves", "version", "targets", "inputs", "news")
+    __slots__ = ("grad", "grad_leaves", "version", "targets", "inputs", "news")
 
     def __init__(self, link: _Link, grad: Any, version: int, news: dict):
         """`news` is what the program held back; the arrays its slots hold now are those the update read
         (a write of the gradient's own call to one of them, committed with the call, was seen by the
         update inside the program too)."""
-        self.link, self.grad, self.version = link, grad, version
+        self.grad, self.version = grad, version
         self.grad_leaves = jax.tree_util.tree_leaves(grad)
         self.targets = tuple(news)
         self.inputs = link.accessors(self.targets)[0]()
@@ -171,20 +173,21 @@ def _ref(obj: Any) -> Callable[[], Any]:
 
 
 _lock = threading.Lock()
-_links: dict[int, _Link] = {}
-_tls = threading.local()  # .last: (gradient, model) of the last unfused call; .pending: a _Pending
+_links: dict[int, _Link] = {}  # id(model or Params) -> its link
+_tls = threading.local()  # .last: {id(model): (gradient, model)} of this thread's last unfused calls
 
 
-def _pending() -> _Pending | None:
-    return getattr(_tls, "pending", None)
+def _last() -> dict:
+    last = getattr(_tls, "last", None)
+    if last is None:
+        last = _tls.last = {}
+    return last
 
 
 def gradient_call(name: str, f: Callable, arg: Any, run: Callable[[], Any]) -> Any:
     """`zygote.api`'s hook around an eager compiled gradient entry point `name` of one model or
     `Params` `arg` (`run()` makes the call as usual): the fused program when `arg` is linked, else
     `run()`, remembering its gradient for `update_` to link."""
-    _tls.pending = None
-    _tls.last = None
     link = _links.get(id(arg))
     objs = None if link is None else link.objects()
     if link is not None and objs is None:  # the linked objects are gone
@@ -194,7 +197,10 @@ def gradient_call(name: str, f: Callable, arg: Any, run: Callable[[], Any]) -> A
         if out is not NOT_FUSED:
             return out
     out = run()
-    _tls.last = (_grad_of(name, out), arg)
+    last = _last()
+    last[id(arg)] = (_grad_of(name, out), arg)
+    while len(last) > MAX_LINKS:
+        del last[next(iter(last))]
     return out
 
 
@@ -215,9 +221,9 @@ def _run_fused(name: str, f: Callable, model: Any, opt_state: Any, link: _Link) 
     if implicit:
         out = api.implicit_result(name, model, keys, out)
     try:
-        _tls.pending = _Pending(link, _grad_of(name, out), structure_version(), news)
+        link.pending = _Pending(link, _grad_of(name, out), structure_version(), news)
     except IndexError:  # the program's walk is not this one: never expected, but never committed
-        link.dead = True
+        link.pending, link.dead = None, True
         return out
     link.misses += 1  # until an `update_` commits it
     stats["fused"] += 1
@@ -225,15 +231,15 @@ def _run_fused(name: str, f: Callable, model: Any, opt_state: Any, link: _Link) 
 
 
 def commit_update(opt_state: Any, model: Any, grads: Any) -> bool:
-    """`update_`'s first question: whether this is the pending fused step (see the module docstring);
-    if so its arrays are written and True is returned. Otherwise links `model` to `opt_state` when
-    `grads` is what the last eager gradient of `model` returned."""
+    """`update_`'s first question: whether this is the pending fused step of `model` (see the module
+    docstring); if so its arrays are written and True is returned. Otherwise links `model` to
+    `opt_state` when `grads` is what the last eager gradient of `model` returned."""
     if current_region() is not None:
         return False
-    p = _pending()
+    link = _links.get(id(model))
+    p = None if link is None else link.pending
     if p is not None:
-        _tls.pending = None
-        link = p.link
+        link.pending = None  # `model` is stepped now, with this gradient or another: either way it is taken
         objs = link.objects()
         if (p.grad is grads and objs is not None and objs[0] is model and objs[1] is opt_state
                 and structure_version() == p.version
@@ -246,9 +252,8 @@ def commit_update(opt_state: Any, model: Any, grads: Any) -> bool:
                 return True
         stats["missed"] += 1
         return False
-    last = getattr(_tls, "last", None)
+    last = _last().pop(id(model), None)
     if last is not None and last[0] is grads and last[1] is model:
-        _tls.last = None
         with _lock:
             if id(model) not in _links:
                 _links[id(model)] = _Link(model, opt_state)
@@ -270,8 +275,7 @@ def clear() -> None:
     """Forget every link and pending step."""
     with _lock:
         _links.clear()
-    _tls.pending = None
-    _tls.last = None
+    _tls.last = {}
 
 
 api.use_step_fusion(gradient_call)
