@@ -26,7 +26,7 @@ from jax.sharding import SingleDeviceSharding
 from ..core.keys import static_key
 from ..core.layer import structure_version
 from ..core.region import TRACER_ERROR, commit, current_region, mode_context, run_in_region
-from ..core.walk import Slot, Walk, set_many, walk
+from ..core.walk import ARRAY_TYPES, NUMBER_TYPES, Slot, Walk, set_many, walk
 from ..random import default_key, default_rng
 from .options import with_defaults
 from .plan import Plan, refresh_reads
@@ -44,7 +44,7 @@ class Entry:
     """One cache entry: the program for one structure of the arguments (jax retraces it per shapes)."""
 
     __slots__ = ("top", "_nested", "_pure", "_jit_kwargs", "extra_slots", "extra_index", "out_trees", "out_tree",
-                 "current", "effects", "shared", "split", "traces", "unused_plans")
+                 "current", "effects", "shared", "split", "traces", "unused_plans", "last_walked")
 
     def __init__(self, pure: Callable, jit_kwargs: dict, shared: tuple | None, split: tuple | None):
         self._pure, self._jit_kwargs = pure, jit_kwargs
@@ -62,6 +62,7 @@ class Entry:
         self.split = split  # (donated inputs, kept inputs) when the caller donates arguments
         self.traces = 0  # how many times the function has been traced for this entry
         self.unused_plans = 0  # plans of this entry made since one was last reused (see Jitted._worth_a_plan)
+        self.last_walked: tuple = ()  # the models and function code of the entry's last call that walked
 
     def program(self, top: bool) -> Callable:
         """The compiled program: with fluxjax's compiler options at top level; without them under
@@ -316,7 +317,7 @@ class Jitted:
             set_many(w.slots, [(i, v) for where, v in changed.items() for i in where])
         for k, v in extra.items():
             commit(entry.extra_slot(k, w), v)
-        if plan is None and not kwargs and not statics[0] and w.reusable and self._worth_a_plan(entry):
+        if plan is None and not kwargs and not statics[0] and w.reusable and self._worth_a_plan(entry, args):
             if self._plan is not None:
                 self._spare.insert(0, self._plan)
                 del self._spare[SPARE_PLANS:]
@@ -327,12 +328,17 @@ class Jitted:
             plan.release()
         return jax.tree_util.tree_unflatten(tree, out_leaves)
 
-    def _worth_a_plan(self, entry: Entry) -> bool:
+    def _worth_a_plan(self, entry: Entry, args: tuple) -> bool:
         """Whether to make a plan of this call's walk. Making one costs more than a walk; plans of one
         structure that no call reused (a new model, or a closure over new objects, at every call of
-        the eager `withgradient`) stop being made after PLAN_MISSES, but for every PLAN_RETRY-th walk."""
+        the eager `withgradient`) stop being made after PLAN_MISSES, but for every PLAN_RETRY-th walk,
+        and for a call with the same models (and function code) as the walk before it."""
+        same = tuple(a.__code__ if type(a) is types.FunctionType else id(a) for a in args
+                     if not isinstance(a, (*ARRAY_TYPES, *NUMBER_TYPES, tuple)))
+        repeat, entry.last_walked = same == entry.last_walked, same
         entry.unused_plans += 1
-        return not self.read_arrays or entry.unused_plans <= PLAN_MISSES or entry.unused_plans % PLAN_RETRY == 0
+        return (not self.read_arrays or repeat or entry.unused_plans <= PLAN_MISSES
+                or entry.unused_plans % PLAN_RETRY == 0)
 
     def _donated(self, w: Walk, shared: tuple | None, statics: dict) -> tuple | None:
         """`(donated inputs, kept inputs)` of the program for `donate_argnums`: the distinct inputs

@@ -11,7 +11,8 @@ for x, y in data:
 
 Each call compiles on its own (`zygote.api`, `compiled.pure`), so a step is two programs and two
 trips through Python. Once `update_(opt_state, model, g)` has received the gradient that the eager
-`gradient`/`withgradient` of `model` had just returned, the two are *linked*: from then on,
+`gradient`/`withgradient` of `model` had just returned (or as soon as `setup(rule, model)` has made
+the state), the two are *linked*: from then on,
 `withgradient(f, model)` runs one program that also computes the optimiser step (the same `update_`,
 run in a region of its own whose writes are undone, see `_held_back`) and holds its new arrays back,
 *pending*. Nothing of the update is written then.
@@ -44,7 +45,7 @@ import jax
 
 from ..compiled.access import loader, storer
 from ..compiled.call import jit as _fluxjax_jit
-from ..core.layer import structure_version
+from ..core.layer import LAYER_TYPES, structure_version
 from ..core.region import current_region, run_in_region
 from ..core.walk import walk
 from ..zygote import api
@@ -57,6 +58,12 @@ MAX_LINKS = 8  # models linked at once (least recently linked dropped)
 NOT_FUSED = object()
 
 stats: dict[str, int] = {"fused": 0, "committed": 0, "missed": 0}
+
+
+def compilations() -> int:
+    """How many fused programs (cache entries) have been made so far; `zygote.api.compilations()`
+    counts the unfused ones."""
+    return sum(p.compilations for p in _PROGRAMS.values())
 
 
 def _grad_of(name: str, out: Any) -> Any:
@@ -262,6 +269,19 @@ def commit_update(opt_state: Any, model: Any, grads: Any) -> bool:
     return False
 
 
+def link(model: Any, opt_state: Any) -> None:
+    """`setup`'s hook: the state just made for `model` is the one its eager loop will step it with, so
+    the loop's first gradient already runs fused (one compilation where linking at the first
+    `update_` makes two). If the loop steps it otherwise, the fused steps are not committed and the
+    link is given up after `MISSES` of them."""
+    if type(model) in LAYER_TYPES and current_region() is None:
+        with _lock:
+            _links.pop(id(model), None)
+            _links[id(model)] = _Link(model, opt_state)
+            while len(_links) > MAX_LINKS:
+                del _links[next(iter(_links))]
+
+
 def _same_leaves(a: list, b: list) -> bool:
     return len(a) == len(b) and all(map(operator.is_, a, b))
 
@@ -279,4 +299,4 @@ def clear() -> None:
 
 
 api.use_step_fusion(gradient_call)
-tree.use_step_fusion(commit_update)
+tree.use_step_fusion(commit_update, link)

@@ -99,6 +99,8 @@ def setup(rule: optax.GradientTransformation, model: Any) -> Any:
             tree = new_tree_state(rule, tree, arrays)
     if not leaves:
         warnings.warn(f"setup: model has no trainable parameters: {type(model).__name__}", stacklevel=2)
+    elif _STEP_FUSION:
+        _STEP_FUSION[1](model, tree)  # the eager loop's first step may run fused (optimise/eagerstep.py)
     return tree
 
 
@@ -120,13 +122,14 @@ def _apply(leaf: Leaf, new_state, new_x, slots, roots: dict, write):
             write(s, new_x)
 
 
-_STEP_FUSION: list = []  # fluxjax.optimise.eagerstep's `commit_update`, once it is imported
+_STEP_FUSION: list = []  # fluxjax.optimise.eagerstep's `commit_update` and `link`, once it is imported
 
 
-def use_step_fusion(commit: Any) -> None:
+def use_step_fusion(commit: Any, link: Any) -> None:
     """Called by fluxjax.optimise.eagerstep: `update_` first asks `commit(opt_state, model, grads)`
-    whether it is a step already computed, fused with the gradient."""
-    _STEP_FUSION[:] = [commit]
+    whether it is a step already computed, fused with the gradient; `setup` tells `link(model,
+    opt_state)` which state a model is stepped with."""
+    _STEP_FUSION[:] = [commit, link]
 
 
 def _commit(slot: Slot, value: Any) -> None:

@@ -112,7 +112,7 @@ def _loop(build, rule, steps, *, fused, style="withgradient", freeze=False, betw
 def test_the_fused_loop_computes_the_op_by_op_loop(build, rule, freeze, _fresh):
     fused = _loop(build, rule, 6, fused=True, freeze=freeze)
     counts = _counts(_fresh)
-    assert counts["fused"] == counts["committed"] == 5  # the first step links the two calls
+    assert counts["fused"] == counts["committed"] == 6  # `setup` links the two calls: every step fuses
     _same(fused, _loop(build, rule, 6, fused=False, freeze=freeze))
     if build is _tied:
         assert fused[1].layers[0] is fused[1].layers[1]
@@ -124,7 +124,7 @@ def test_the_fused_loop_computes_the_op_by_op_loop(build, rule, freeze, _fresh):
 def test_gradient_and_auxiliary_outputs_fuse_too(style, _fresh):
     kw = {"aux": True} if style == "aux" else {"style": "gradient"}
     fused = _loop(_stateful, Flux.Adam(0.01), 5, fused=True, **kw)
-    assert _counts(_fresh)["committed"] == 4
+    assert _counts(_fresh)["committed"] == 5
     _same(fused[1:], _loop(_stateful, Flux.Adam(0.01), 5, fused=False, **kw)[1:])
 
 
@@ -226,9 +226,9 @@ def test_two_models_stepped_in_turn_both_fuse(_fresh):
         return g_net, d_net, og, od
 
     fused = run(True)
-    # both models fuse from the second step on; that step's first update misses (the other model's
-    # fused program is traced in between, and tracing moves the structure version), later ones commit
-    assert _counts(_fresh)["committed"] == 7
+    # both models fuse from the first step (`setup` links them); that step's first update misses (the
+    # other model's fused program is traced in between, and tracing moves the structure version)
+    assert _counts(_fresh)["committed"] == 9
     _same(fused, run(False))
 
 
@@ -237,11 +237,28 @@ def test_a_loop_that_never_commits_stops_fusing(_fresh):
     m = _mlp()
     opt = Flux.setup(Flux.Adam(0.01), m)
     _, (g,) = Flux.withgradient(lambda m: mse(m, X, Y), m)
-    Flux.update_(opt, m, g)  # linked
+    Flux.update_(opt, m, g)  # fused (linked by `setup`) and committed
     for _ in range(6):
         _, (g,) = Flux.withgradient(lambda m: mse(m, X, Y), m)
         Flux.update_(opt, m, _clip(g))
+    assert _counts(_fresh)["fused"] == 1 + eagerstep.MISSES
+
+
+def test_setup_links_and_a_gradient_without_update_gives_up(_fresh):
+    """`setup` links the state it makes, so the loop's first step already fuses (one compilation); a
+    model set up but differentiated without `update_` runs fused MISSES times, then as usual."""
+    Flux.seed_(1)
+    m = _mlp()
+    opt = Flux.setup(Flux.Adam(0.01), m)
+    grads = [Flux.gradient(lambda m: mse(m, X, Y), m)[0] for _ in range(4)]
     assert _counts(_fresh)["fused"] == eagerstep.MISSES
+    for g in grads[1:]:
+        _same(g, grads[0], rtol=0)
+    before = _arrays(m, opt)
+    _same((m, opt), before, rtol=0)  # nothing of the held steps was written
+    other = Flux.setup(Flux.Adam(0.01), m)  # a new state for the model: linked to it instead
+    Flux.update_(other, m, Flux.withgradient(lambda m: mse(m, X, Y), m).grad[0])
+    assert _counts(_fresh)["committed"] == 1
 
 
 def test_jit_false_and_eager_never_fuse(_fresh):

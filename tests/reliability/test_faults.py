@@ -339,7 +339,16 @@ def test_fault_in_optimiser_under_jit_is_atomic():
 def test_fault_in_optimiser_eager_update_is_atomic():
     m = _model()
     opt = F.setup(_failing_rule(2), m)
-    (g,) = F.gradient(lambda m: L.mse(m(X), Y), m)
+    snap = _snap([m, opt])
+    # `setup` linked the two, so the eager gradient computes the step with it (optimise/eagerstep.py):
+    # the rule's fault surfaces in that call, and nothing of it was written
+    with pytest.raises(Interrupt):
+        F.gradient(lambda m: L.mse(m(X), Y), m)
+    _assert_same([m, opt], snap, "gradient fused with a step whose rule raised on the 2nd array")
+    _assert_clean(m)
+    m = _model()
+    opt = F.setup(_failing_rule(2), m)  # (a fresh rule: the first one counted its arrays on)
+    (g,) = F.gradient(lambda m: L.mse(m(X), Y), m, jit=False)  # unfused: the rule runs in update_
     snap = _snap([m, opt])
     with pytest.raises(Interrupt):
         F.update_(opt, m, g)
