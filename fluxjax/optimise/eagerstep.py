@@ -181,7 +181,7 @@ def _ref(obj: Any) -> Callable[[], Any]:
 
 _lock = threading.Lock()
 _links: dict[int, _Link] = {}  # id(model or Params) -> its link
-_tls = threading.local()  # .last: {id(model): (gradient, model)} of this thread's last unfused calls
+_tls = threading.local()  # .last: {id(model): (gradient, model) (references)} of this thread's last unfused calls
 
 
 def _last() -> dict:
@@ -205,7 +205,7 @@ def gradient_call(name: str, f: Callable, arg: Any, run: Callable[[], Any]) -> A
             return out
     out = run()
     last = _last()
-    last[id(arg)] = (_grad_of(name, out), arg)
+    last[id(arg)] = (_ref(_grad_of(name, out)), _ref(arg))  # weakly: a dropped model is not kept
     while len(last) > MAX_LINKS:
         del last[next(iter(last))]
     return out
@@ -260,7 +260,7 @@ def commit_update(opt_state: Any, model: Any, grads: Any) -> bool:
         stats["missed"] += 1
         return False
     last = _last().pop(id(model), None)
-    if last is not None and last[0] is grads and last[1] is model:
+    if last is not None and last[0]() is grads and last[1]() is model:
         with _lock:
             if id(model) not in _links:
                 _links[id(model)] = _Link(model, opt_state)

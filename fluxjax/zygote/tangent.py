@@ -17,7 +17,7 @@ class Tangent:
     """The gradient of a layer: one attribute per field of the layer, `None` where Zygote gives
     `nothing`. `g.layers[0].weight` reads as in Zygote. It is a pytree (`jax.tree.map` works)."""
 
-    __slots__ = ("primal_type", "fields")
+    __slots__ = ("primal_type", "fields", "__weakref__")  # (weakly held by the fused eager step's links)
 
     def __init__(self, primal_type: type, fields: dict[str, Any]):
         object.__setattr__(self, "primal_type", primal_type)
