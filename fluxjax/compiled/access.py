@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..core.layer import restore_order
 from ..core.walk import ARRAY_TYPES, Slot
 
 
@@ -122,3 +123,51 @@ def _rebuilt(src: Source, expr: str, value: tuple, items: list) -> str:
     if hasattr(t, "_fields"):  # a NamedTuple: its __new__ only names the positions
         return f"_new({src.name(t, 't')}, {body})"
     return f"{src.name(t, 't')}({body})"
+
+
+MAX_NESTING = 40  # deeper subtrees are rebuilt by `unflatten` (Python limits the nesting of one expression)
+
+
+def rebuilder(treedef: Any, order: Any) -> Callable[[list], Any]:
+    """A function `build(leaves)` equal to `restore_order(treedef.unflatten(leaves), order)`, as one
+    expression: each container made once, dicts in the insertion order that `order`
+    (`fluxjax.core.layer.dict_order`) recorded. An eager optimiser step's new states (a dict of
+    hyperparameters in each) are rebuilt this way at every step."""
+    src = Source(_unflatten=_unflatten_part)
+    expr, _ = _built(src, treedef, order, 0, 0)
+    return src.compile(f"def build(L):\n    return {expr}\n", "build")
+
+
+def _unflatten_part(treedef: Any, order: Any, leaves: list) -> Any:
+    return restore_order(treedef.unflatten(leaves), order)
+
+
+def _built(src: Source, td: Any, order: Any, pos: int, depth: int) -> tuple[str, int]:
+    """The expression rebuilding the subtree `td` from `L[pos:]`, and the position after it."""
+    node = td.node_data()
+    if node is None:
+        return f"L[{pos}]", pos + 1
+    t, aux = node
+    kids = td.children()
+    if t is type(None):
+        return "None", pos
+    namedtuple = aux is None and issubclass(t, tuple) and hasattr(t, "_fields")
+    if depth > MAX_NESTING or t not in (list, tuple, dict) and not namedtuple:
+        end = pos + td.num_leaves
+        return f"_unflatten({src.name(td, 'd')}, {src.name(order, 'r')}, L[{pos}:{end}])", end
+    if t is dict:  # children come in jax's (sorted) key order, and are written in insertion order
+        keys = aux if order is None else order[1]
+        orders = {} if order is None else dict(zip(keys, order[2]))
+        made = {}
+        for k, kid in zip(aux, kids):
+            made[k], pos = _built(src, kid, orders.get(k), pos, depth + 1)
+        return "{" + ", ".join(f"{src.literal(k)}: {made[k]}" for k in keys) + "}", pos
+    inner = (None,) * len(kids) if order is None else order[1]
+    parts = []
+    for kid, o in zip(kids, inner):
+        e, pos = _built(src, kid, o, pos, depth + 1)
+        parts.append(e)
+    if t is list:
+        return "[" + ", ".join(parts) + "]", pos
+    body = "(" + "".join(p + ", " for p in parts) + ")"
+    return (body if t is tuple else f"_new({src.name(t, 't')}, {body})"), pos

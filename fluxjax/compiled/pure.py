@@ -43,6 +43,7 @@ from ..core.layer import dict_order, restore_order
 from ..core.region import current_region
 from ..core.sharing import sharing
 from ..core.walk import ARRAY_TYPES
+from .access import rebuilder
 from .options import with_defaults
 
 MAX_PROGRAMS = 128  # LRU bound on the cached programs
@@ -114,7 +115,7 @@ class _Program:
 
     def __init__(self, jitted: Callable, keep: tuple):
         self.jitted = jitted
-        self.out: Any = None  # (treedef, [("in", j) | ("out", k)]) once traced
+        self.out: Any = None  # (rebuild, [("in", j) | ("out", k) | ("const", v)]) once traced
         self.keep = keep
 
 
@@ -146,6 +147,9 @@ def concrete(*xs: Any) -> bool:
     return False
 
 
+_CONCRETE: set[type] = set()  # the types of concrete arrays met so far (not tracers)
+
+
 def cached_pure(key: tuple, keep: tuple, fn: Callable[[Any], Any], args: Any) -> Any:
     """`fn(args)` as a cached compiled program, or `NOT_RUN` (see the module docstring).
 
@@ -160,8 +164,10 @@ def cached_pure(key: tuple, keep: tuple, fn: Callable[[Any], Any], args: Any) ->
     where: dict[int, int] = {}
     index = []
     for a in leaves:
-        if not isinstance(a, ARRAY_TYPES) or isinstance(a, jax.core.Tracer):
-            return NOT_RUN
+        if type(a) not in _CONCRETE:
+            if not isinstance(a, ARRAY_TYPES) or isinstance(a, jax.core.Tracer):
+                return NOT_RUN
+            _CONCRETE.add(type(a))
         j = where.get(id(a))
         if j is None:
             j = where[id(a)] = len(uniq)
@@ -192,9 +198,8 @@ def cached_pure(key: tuple, keep: tuple, fn: Callable[[Any], Any], args: Any) ->
     else:
         stats["hits"] += 1
         outs = prog.jitted(uniq)
-    out_def, out_index, order = prog.out
-    res = out_def.unflatten([uniq[j] if src == "in" else outs[j] if src == "out" else j for src, j in out_index])
-    return res if order is None else restore_order(res, order)
+    build, out_index = prog.out
+    return build([uniq[j] if src == "in" else outs[j] if src == "out" else j for src, j in out_index])
 
 
 def _compile(fn: Callable, treedef: Any, index: list, keep: tuple, in_order: Any) -> _Program:
@@ -222,7 +227,8 @@ def _compile(fn: Callable, treedef: Any, index: list, keep: tuple, in_order: Any
                 k = mine[id(o)] = len(returned)
                 returned.append(o)
             out_index.append(("out", k))
-        prog.out = (out_def, out_index, dict_order(res))
+        order = dict_order(res)
+        prog.out = (out_def.unflatten if order is None else rebuilder(out_def, order), out_index)
         return returned
 
     prog.jitted = jax.jit(program, **with_defaults({}))

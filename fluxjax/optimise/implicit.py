@@ -128,10 +128,11 @@ def implicit_update_(holder: ImplicitState, ps: Params, gs: Grads) -> None:
         return
     todo = [(i, e, g) for i, (e, g) in enumerate(zip(ps._entries, gs)) if g is not None]
     xs = [e.value() for _, e, _ in todo]
-    states, new_xs = _rules_step([rule] * len(todo), [holder.states[i] for i, _, _ in todo], xs, [g for _, _, g in todo])
-    eager = current_region() is None
+    old = [holder.states[i] for i, _, _ in todo]
+    states, new_xs = _rules_step([rule] * len(todo), old, xs, [g for _, _, g in todo])
+    same = current_region() is None and same_arrays_tree(old, states)  # one check for every array
     for (i, e, _), new, new_x in zip(todo, states, new_xs):
-        if eager and same_arrays_tree(holder.states[i], new):
+        if same:
             holder.states[i] = new  # new arrays in the same containers: walks of it stay valid
         else:
             commit(Slot(holder.states, i, False), new)

@@ -110,8 +110,8 @@ def _refuse_plain(v) -> None:
     if plain is not None:
         raise_plain(plain, "setup")
 
-def _apply(leaf: Leaf, new_state, new_x, slots, roots: dict, write):
-    if current_region() is None and same_arrays_tree(leaf.__dict__["state"], new_state):
+def _apply(leaf: Leaf, new_state, new_x, slots, roots: dict, write, same: bool):
+    if same:
         leaf.__dict__["state"] = new_state  # new arrays in the same containers: walks of it stay valid
     else:
         write(Slot(leaf, "state", True), new_state)
@@ -202,11 +202,12 @@ def _step(opt_state: Any, model: Any, grads: Any, write) -> tuple[Any, Any]:
     if isinstance(opt_state, TreeState):
         return _tree_step(opt_state, model, grads, write)
     found = _collect(opt_state, model, grads)
-    states, xs = _rules_step([f[0].rule for f in found], [f[0].state for f in found], [f[1] for f in found], [f[2] for f in found])
-    steps = [(leaf, st, x, slots) for (leaf, _, _, slots), st, x in zip(found, states, xs)]
+    old = [f[0].state for f in found]
+    states, xs = _rules_step([f[0].rule for f in found], old, [f[1] for f in found], [f[2] for f in found])
+    same = current_region() is None and same_arrays_tree(old, states)  # one check for every leaf
     roots: dict[tuple, Any] = {}
-    for step in steps:
-        _apply(*step, roots, write)
+    for (leaf, _, _, slots), st, x in zip(found, states, xs):
+        _apply(leaf, st, x, slots, roots, write, same)
     return opt_state, (_rebuild(model, roots) if roots else model)
 
 

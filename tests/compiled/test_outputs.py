@@ -1,9 +1,16 @@
 """Class 2: the output structure belongs to each trace, not to the cache entry."""
 
+import collections
+
+import jax
 import jax.numpy as jnp
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import fluxjax as Flux
+from fluxjax.compiled.access import rebuilder
+from fluxjax.core.layer import dict_order
 
 
 def test_output_structure_follows_the_input_shape():
@@ -53,3 +60,58 @@ def test_writes_beside_the_inputs_go_to_this_calls_models():
         m = Flux.Chain(Flux.Dense(2, 2))
         Flux.train_(loss, m, data, Flux.setup(Flux.Descent(0.1), m), fuse=False)
         assert "seen" in vars(m.layers[-1])
+
+
+# `compiled.access.rebuilder`: a program's outputs rebuilt by generated code, dicts in insertion order.
+
+_Pair = collections.namedtuple("_Pair", "first second")
+
+
+def _trees(leaf):
+    keys = st.sampled_from(["eta", "beta", "a", "z", "m"])
+    return st.recursive(
+        leaf,
+        lambda inner: st.one_of(
+            st.lists(inner, max_size=3),
+            st.lists(inner, max_size=3).map(tuple),
+            st.builds(_Pair, inner, inner),
+            st.dictionaries(keys, inner, max_size=4),
+            st.just(None),
+            st.builds(lambda w: Flux.Dense(jnp.full((1, 1), float(w))), st.integers(0, 9)),
+        ),
+        max_leaves=12,
+    )
+
+
+def _same(a, b):
+    """Equal trees, containers of the same types, dicts in the same key order."""
+    assert type(a) is type(b)
+    if isinstance(a, dict):
+        assert list(a) == list(b)
+        for k in a:
+            _same(a[k], b[k])
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b)
+        for x, y in zip(a, b):
+            _same(x, y)
+    elif isinstance(a, Flux.Dense):
+        np.testing.assert_array_equal(a.weight, b.weight)
+    else:
+        assert a == b
+
+
+@settings(max_examples=150, deadline=None)
+@given(_trees(st.integers(0, 99)))
+def test_rebuilder_is_unflatten_in_insertion_order(tree):
+    leaves, treedef = jax.tree_util.tree_flatten(tree)
+    _same(rebuilder(treedef, dict_order(tree))(leaves), tree)
+
+
+def test_rebuilder_of_deep_trees_and_odd_keys():
+    deep: object = 1.0
+    for i in range(120):  # deeper than one Python expression may nest: the deep part is unflattened
+        deep = [deep, {"b": i, "a": (i,)}]
+    odd = [{(1, 2): 1, (0, 5): 2}, {"x": {}, "w": [], "v": ()}, {2: "a", 1: "b"}, {True: 1, False: 0}]
+    for tree in (deep, odd):
+        leaves, treedef = jax.tree_util.tree_flatten(tree)
+        _same(rebuilder(treedef, dict_order(tree))(leaves), tree)
