@@ -17,45 +17,23 @@ from hypothesis import strategies as st
 
 import fluxjax as Flux
 from fluxjax.optimise import eagerstep
+from tests.optimise.models import arrays as _arrays
+from tests.optimise.models import assert_same_arrays, mse, stateful
+from tests.optimise.models import mlp as _mlp
+from tests.optimise.models import tied as _tied
+from tests.optimise.models import tied_arrays as _tied_arrays
 
 RNG = np.random.default_rng(0)
 X = jnp.asarray(RNG.normal(size=(3, 8)), jnp.float32)
 Y = jnp.asarray(RNG.normal(size=(2, 8)), jnp.float32)
 
 
-def mse(m, x, y):
-    return Flux.mse(m(x), y)
-
-
-def _mlp():
-    return Flux.Chain(Flux.Dense(3, 5, Flux.tanh), Flux.Dense(5, 2))
-
-
 def _stateful():
-    # no bias before the BatchNorm: its gradient would be rounding noise, which Adam scales up
-    return Flux.Chain(Flux.Dense(3, 5, bias=False), Flux.BatchNorm(5, Flux.relu), Flux.Dropout(0.3), Flux.Dense(5, 2))
-
-
-def _tied():
-    d = Flux.Dense(3, 3, Flux.tanh)
-    return Flux.Chain(d, d, Flux.Dense(3, 2))
-
-
-def _tied_arrays():
-    a, b = Flux.Dense(3, 3, Flux.tanh), Flux.Dense(3, 3)
-    b.weight = a.weight  # one array in two layers: one state, the gradients summed
-    return Flux.Chain(a, b, Flux.Dense(3, 2))
-
-
-def _arrays(*trees):
-    return [np.asarray(a) for a in jax.tree_util.tree_leaves(trees)]
+    return stateful(bias=False)
 
 
 def _same(a, b, rtol=2e-5):
-    la, lb = _arrays(a), _arrays(b)
-    assert len(la) == len(lb)
-    for x, y in zip(la, lb):
-        np.testing.assert_allclose(x, y, rtol=rtol, atol=1e-6)
+    assert_same_arrays(a, b, rtol)
 
 
 @pytest.fixture(autouse=True)

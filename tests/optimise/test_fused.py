@@ -17,32 +17,16 @@ from fluxjax.core.layer import structure_version
 from fluxjax.core.plain import PLAIN_DEPTH
 from fluxjax.optimise import train as train_module
 from fluxjax.optimise.train import CHECK_EVERY, NonFiniteLoss
+from tests.optimise.models import arrays as _arrays
+from tests.optimise.models import assert_same_arrays, mse
+from tests.optimise.models import mlp as _mlp
+from tests.optimise.models import stateful as _stateful
+from tests.optimise.models import tied as _tied
 
 RNG = np.random.default_rng(0)
 N = CHECK_EVERY * 2 + 5  # two fused pieces, then five steps one by one
 DATA = [(jnp.asarray(RNG.normal(size=(3, 4)), jnp.float32), jnp.asarray(RNG.normal(size=(2, 4)), jnp.float32))
         for _ in range(N)]
-
-
-def mse(m, x, y):
-    return Flux.mse(m(x), y)
-
-
-def _mlp():
-    return Flux.Chain(Flux.Dense(3, 5, Flux.tanh), Flux.Dense(5, 2))
-
-
-def _stateful():
-    return Flux.Chain(Flux.Dense(3, 5), Flux.BatchNorm(5, Flux.relu), Flux.Dropout(0.3), Flux.Dense(5, 2))
-
-
-def _tied():
-    d = Flux.Dense(3, 3, Flux.tanh)
-    return Flux.Chain(d, d, Flux.Dense(3, 2))
-
-
-def _arrays(*trees):
-    return [np.asarray(a) for a in jax.tree_util.tree_leaves(trees)]
 
 
 def _train(build, rule, data, *, fuse=True, jit=True, freeze=False, seed=1, loss=mse):
@@ -63,8 +47,7 @@ def _same(a, b, rtol=1e-5):
     la, ma, oa, ka = a
     lb, mb, ob, kb = b
     np.testing.assert_allclose(la, lb, rtol=rtol, atol=1e-6)
-    for x, y in zip(_arrays(ma, oa), _arrays(mb, ob), strict=True):
-        np.testing.assert_allclose(x, y, rtol=rtol, atol=1e-6)
+    assert_same_arrays((ma, oa), (mb, ob), rtol)
     np.testing.assert_array_equal(ka, kb)
 
 

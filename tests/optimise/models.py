@@ -1,0 +1,44 @@
+"""The small models and comparisons that the tests of fused steps share (`train_`'s scan in
+test_fused.py, the fused eager loop in test_eager_fused.py): 3 inputs, 2 outputs."""
+
+import jax
+import numpy as np
+
+import fluxjax as Flux
+
+
+def mse(m, x, y):
+    return Flux.mse(m(x), y)
+
+
+def mlp():
+    return Flux.Chain(Flux.Dense(3, 5, Flux.tanh), Flux.Dense(5, 2))
+
+
+def stateful(bias: bool = True):
+    """Dense, BatchNorm, Dropout, Dense. Without the bias before the BatchNorm, whose gradient is
+    rounding noise that Adam scales up, two ways of computing a step agree closely."""
+    return Flux.Chain(Flux.Dense(3, 5, bias=bias), Flux.BatchNorm(5, Flux.relu), Flux.Dropout(0.3), Flux.Dense(5, 2))
+
+
+def tied():
+    """One layer at two places."""
+    d = Flux.Dense(3, 3, Flux.tanh)
+    return Flux.Chain(d, d, Flux.Dense(3, 2))
+
+
+def tied_arrays():
+    """One array in two layers: one optimiser state, the gradients summed."""
+    a, b = Flux.Dense(3, 3, Flux.tanh), Flux.Dense(3, 3)
+    b.weight = a.weight
+    return Flux.Chain(a, b, Flux.Dense(3, 2))
+
+
+def arrays(*trees) -> list:
+    return [np.asarray(a) for a in jax.tree_util.tree_leaves(trees)]
+
+
+def assert_same_arrays(a, b, rtol: float = 1e-5) -> None:
+    """The trees `a` and `b` hold as many arrays, pairwise close."""
+    for x, y in zip(arrays(a), arrays(b), strict=True):
+        np.testing.assert_allclose(x, y, rtol=rtol, atol=1e-6)
