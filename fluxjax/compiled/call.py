@@ -26,10 +26,10 @@ from jax.sharding import SingleDeviceSharding
 from ..core.keys import static_key
 from ..core.layer import structure_version
 from ..core.region import TRACER_ERROR, commit, current_region, mode_context, run_in_region
-from ..core.walk import ARRAY_TYPES, NUMBER_TYPES, Slot, Walk, set_many, walk
+from ..core.walk import Slot, Walk, set_many, walk
 from ..random import default_key, default_rng
 from .options import with_defaults
-from .plan import Plan, refresh_reads
+from .plan import Plan, is_data, refresh_reads
 
 PLAN_MISSES = 3  # see Entry.unused_plans
 PLAN_RETRY = 64  # ... and then a plan is made again every PLAN_RETRY walks, in case the calls settled
@@ -334,7 +334,7 @@ class Jitted:
         the eager `withgradient`) stop being made after PLAN_MISSES, but for every PLAN_RETRY-th walk,
         and for a call with the same models (and function code) as the walk before it."""
         same = tuple(a.__code__ if type(a) is types.FunctionType else id(a) for a in args
-                     if not isinstance(a, (*ARRAY_TYPES, *NUMBER_TYPES, tuple)))
+                     if not (is_data(a) or isinstance(a, tuple)))
         repeat, entry.last_walked = same == entry.last_walked, same
         entry.unused_plans += 1
         return (not self.read_arrays or repeat or entry.unused_plans <= PLAN_MISSES

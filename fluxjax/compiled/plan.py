@@ -105,7 +105,8 @@ def _same_function(src: Source, a: str, f: types.FunctionType) -> str:
     return " and ".join(conds)
 
 
-def _is_data(v: Any) -> bool:
+def is_data(v: Any) -> bool:
+    """Whether an argument is data (an array or a number): read afresh at every call, by kind."""
     return isinstance(v, ARRAY_TYPES) or isinstance(v, NUMBER_TYPES)
 
 
@@ -134,9 +135,9 @@ class Plan:
         self.kinds: list[tuple] = []
         skip = {id(box[n_args])}
         for v in box[:n_args]:
-            if _is_data(v):
+            if is_data(v):
                 self.kinds.append((_LEAF, leaf_sig(v)))
-            elif type(v) is tuple and all(_is_data(e) for e in v):
+            elif type(v) is tuple and all(is_data(e) for e in v):
                 self.kinds.append((_FLAT, type(v), tuple(leaf_sig(e) for e in v)))
                 skip.add(id(v))
             elif type(v) is types.FunctionType:

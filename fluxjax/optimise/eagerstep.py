@@ -49,6 +49,7 @@ from ..core.layer import LAYER_TYPES, structure_version
 from ..core.region import current_region, run_in_region
 from ..core.walk import walk
 from ..zygote import api
+from ..zygote.implicit import Grads
 from . import tree
 from .implicit import _implicit_holder, implicit_update_
 from .tree import update_
@@ -166,10 +167,16 @@ class _Pending:
         (a write of the gradient's own call to one of them, committed with the call, was seen by the
         update inside the program too)."""
         self.grad, self.version = grad, version
-        self.grad_leaves = jax.tree_util.tree_leaves(grad)
+        self.grad_leaves = _grad_leaves(grad)
         self.targets = tuple(news)
         self.inputs = link.accessors(self.targets)[0]()
         self.news = list(news.values())
+
+
+def _grad_leaves(g: Any) -> list:
+    """What a gradient holds, to see whether it was edited in place between the calls: a `Grads`'
+    gradients (`gs[W] = ...`, `copy_`, `merge_` replace them), a `Tangent`'s leaves."""
+    return g.values() if isinstance(g, Grads) else jax.tree_util.tree_leaves(g)
 
 
 def _ref(obj: Any) -> Callable[[], Any]:
@@ -250,7 +257,7 @@ def commit_update(opt_state: Any, model: Any, grads: Any) -> bool:
         objs = link.objects()
         if (p.grad is grads and objs is not None and objs[0] is model and objs[1] is opt_state
                 and structure_version() == p.version
-                and _same_leaves(jax.tree_util.tree_leaves(grads), p.grad_leaves)):
+                and _same_leaves(_grad_leaves(grads), p.grad_leaves)):
             load, store = link.accessors(p.targets)
             if _same_leaves(load(), p.inputs):
                 store(p.news)

@@ -306,7 +306,7 @@ def _implicit_loop(build, rule, steps, *, fused, withgradient=False, fresh_param
             else:
                 gs = Flux.gradient(lambda: mse(m, x, Y), ps)  # noqa: B023
             if between is not None:
-                between(k, m, ps)
+                between(k, m, ps, gs)
             Flux.update_(rule, ps, gs)
     return losses, m, Flux.random.default_rng.key
 
@@ -319,16 +319,40 @@ def test_the_implicit_loop_fuses_with_the_op_by_op_numbers(build, rule, _fresh):
     _same(fused, _implicit_loop(build, rule, 6, fused=False))
 
 
-@pytest.mark.parametrize("case", ["withgradient", "fresh-params", "rebind", "gradient-edited"])
+def _rebind(k, m, ps, gs):
+    m.layers[0].weight = m.layers[0].weight * 0.5
+
+
+def _another_gradient(k, m, ps, gs):
+    other = Flux.gradient(lambda: mse(m, X, Y), ps)  # a gradient without update: the step is not held
+    assert other is not None
+
+
+def _setindex(k, m, ps, gs):
+    if k % 2:  # every other step: the steps between still fuse
+        w = m.layers[0].weight
+        gs[w] = gs[w] * 0.25  # Zygote's gs[W] .*= 0.25, in place
+
+
+def _copy_from(k, m, ps, gs):
+    gs.copy_(gs.map(lambda g: -g))
+
+
+def _merge(k, m, ps, gs):
+    gs.merge_(Flux.gradient(lambda: mse(m, 2 * X, Y), ps, jit=False))  # op by op: the held step stays
+
+
+IMPLICIT_CASES = {
+    "withgradient": {"withgradient": True}, "fresh-params": {"fresh_params": True},
+    "rebind": {"between": _rebind}, "another-gradient": {"between": _another_gradient},
+    "setindex": {"between": _setindex}, "copy_": {"between": _copy_from}, "merge_": {"between": _merge},
+}
+
+
+@pytest.mark.parametrize("case", sorted(IMPLICIT_CASES))
 def test_implicit_variants_and_changes_between_the_calls(case):
-    def rebind(k, m, ps):
-        m.layers[0].weight = m.layers[0].weight * 0.5
-
-    def edit(k, m, ps):
-        gs = Flux.gradient(lambda: mse(m, X, Y), ps)  # a gradient without update: the step is not held
-        assert gs is not None
-
-    kw = {"withgradient": {"withgradient": True}, "fresh-params": {"fresh_params": True},
-          "rebind": {"between": rebind}, "gradient-edited": {"between": edit}}[case]
+    """The implicit loop with its variants, and with changes between `gradient` and `update_`: a
+    rebound weight, another gradient taken, the `Grads` edited in place (`gs[W] = ...`, `copy_`, `merge_`)."""
+    kw = IMPLICIT_CASES[case]
     rule = Flux.Momentum(0.05)
     _same(_implicit_loop(_stateful, rule, 5, fused=True, **kw), _implicit_loop(_stateful, rule, 5, fused=False, **kw))
