@@ -18,7 +18,8 @@ run in a region of its own whose writes are undone, see `_held_back`) and holds 
 *pending*. Nothing of the update is written then.
 The next `update_(opt_state, model, g)` commits them if, and only if, it is the pending step exactly:
 
-- `g` is the very gradient object that call returned, with the same arrays in it;
+- `g` is the very gradient object that call returned, with the same arrays in it (a `Grads`: the
+  same gradients, and its `Params` the same parameters);
 - `model` and `opt_state` are the ones linked, their structure is unchanged (the structure version),
   and every array the update replaces is still the one the program read;
 
@@ -49,7 +50,7 @@ from ..core.layer import LAYER_TYPES, structure_version
 from ..core.region import current_region, run_in_region
 from ..core.walk import walk
 from ..zygote import api
-from ..zygote.implicit import Grads
+from ..zygote.implicit import Grads, Params
 from . import tree
 from .implicit import _implicit_holder, implicit_update_
 from .tree import update_
@@ -160,14 +161,15 @@ class _Pending:
     """A fused step's update, held until `update_` commits it: the arrays it read and those it writes.
     Each linked model holds its own, so two models stepped in turn (a GAN) both fuse."""
 
-    __slots__ = ("grad", "grad_leaves", "version", "targets", "inputs", "news")
+    __slots__ = ("grad", "grad_leaves", "entries", "version", "targets", "inputs", "news")
 
-    def __init__(self, link: _Link, grad: Any, version: int, news: dict):
+    def __init__(self, link: _Link, model: Any, grad: Any, version: int, news: dict):
         """`news` is what the program held back; the arrays its slots hold now are those the update read
         (a write of the gradient's own call to one of them, committed with the call, was seen by the
         update inside the program too)."""
         self.grad, self.version = grad, version
         self.grad_leaves = _grad_leaves(grad)
+        self.entries = _entries(model)
         self.targets = tuple(news)
         self.inputs = link.accessors(self.targets)[0]()
         self.news = list(news.values())
@@ -177,6 +179,11 @@ def _grad_leaves(g: Any) -> list:
     """What a gradient holds, to see whether it was edited in place between the calls: a `Grads`'
     gradients (`gs[W] = ...`, `copy_`, `merge_` replace them), a `Tangent`'s leaves."""
     return g.values() if isinstance(g, Grads) else jax.tree_util.tree_leaves(g)
+
+
+def _entries(model: Any) -> list:
+    """The parameters of a `Params` (`delete`, `add`, `intersect_` change them), none of a model."""
+    return list(model._entries) if isinstance(model, Params) else []
 
 
 def _ref(obj: Any) -> Callable[[], Any]:
@@ -235,7 +242,7 @@ def _run_fused(name: str, f: Callable, model: Any, opt_state: Any, link: _Link) 
     if implicit:
         out = api.implicit_result(name, model, keys, out)
     try:
-        link.pending = _Pending(link, _grad_of(name, out), structure_version(), news)
+        link.pending = _Pending(link, model, _grad_of(name, out), structure_version(), news)
     except IndexError:  # the program's walk is not this one: never expected, but never committed
         link.pending, link.dead = None, True
         return out
@@ -257,7 +264,7 @@ def commit_update(opt_state: Any, model: Any, grads: Any) -> bool:
         objs = link.objects()
         if (p.grad is grads and objs is not None and objs[0] is model and objs[1] is opt_state
                 and structure_version() == p.version
-                and _same_leaves(_grad_leaves(grads), p.grad_leaves)):
+                and _same_leaves(_grad_leaves(grads), p.grad_leaves) and _same_leaves(_entries(model), p.entries)):
             load, store = link.accessors(p.targets)
             if _same_leaves(load(), p.inputs):
                 store(p.news)

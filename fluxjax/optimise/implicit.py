@@ -114,10 +114,12 @@ def _implicit_holder(rule, ps: Params) -> ImplicitState:
 
 def implicit_update_(holder: ImplicitState, ps: Params, gs: Grads) -> None:
     rule = holder.rule
+    xs_all = [e.value() for e in ps._entries]
+    gs_all = gs.gradients_for(ps)
     if holder.statedef is not None:  # a whole-tree rule: the view is the tuple of the arrays
-        xs = tuple(e.value() for e in ps._entries)
+        xs = tuple(xs_all)
         state = holder.statedef.unflatten(holder.states[0])
-        res = cached_step_view(rule, state, jax.tree_util.tree_structure(xs), list(xs), list(gs))
+        res = cached_step_view(rule, state, jax.tree_util.tree_structure(xs), list(xs), gs_all)
         if res is not None:
             leaves, statedef = jax.tree_util.tree_flatten(res[0])
             if statedef != holder.statedef:
@@ -126,8 +128,8 @@ def implicit_update_(holder: ImplicitState, ps: Params, gs: Grads) -> None:
             for e, new_x in zip(ps._entries, res[1]):
                 e.set(new_x)
         return
-    todo = [(i, e, g) for i, (e, g) in enumerate(zip(ps._entries, gs)) if g is not None]
-    xs = [e.value() for _, e, _ in todo]
+    todo = [(i, e, g) for i, (e, g) in enumerate(zip(ps._entries, gs_all)) if g is not None]
+    xs = [xs_all[i] for i, _, _ in todo]
     old = [holder.states[i] for i, _, _ in todo]
     states, new_xs = _rules_step([rule] * len(todo), old, xs, [g for _, _, g in todo])
     same = current_region() is None and same_arrays_tree(old, states)  # one check for every array

@@ -3,6 +3,7 @@ of `f`), `params(models...)` and `Grads`, the gradients indexed by the parameter
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 
 import jax.numpy as jnp
@@ -256,11 +257,38 @@ class Grads:
     ```
     """
 
-    def __init__(self, ps: Params, keys: list, grads: list):
+    def __init__(self, ps: Params, keys: list, grads: list, entries: list | None = None):
         self.params = ps
         self._keys = keys
         self._grads = grads
         self._index = {id(k): i for i, k in enumerate(keys)}
+        self._entries = list(ps._entries) if entries is None else entries  # where each parameter lived
+
+    def _new(self, keys: list, grads: list) -> Grads:
+        return Grads(self.params, keys, grads, self._entries)
+
+    def gradients_for(self, ps: Params) -> list:
+        """The gradient of each parameter of `ps`, in its order: Flux's `gs[x] for x in ps`, as
+        `update_(rule, ps, gs)` reads it. A parameter is found by where it lives when `ps` holds it
+        since the gradient was taken (a weight rebound since, by `m.w = clamp(m.w)` where Flux clamps
+        in place, is the same parameter; one deleted from `ps` is skipped), else by its array (`ps`
+        another `Params` of the same arrays). One that has no gradient here raises `KeyError`."""
+        entries = ps._entries
+        if len(entries) == len(self._entries) == len(self._grads) and all(map(operator.is_, entries, self._entries)):
+            return list(self._grads)
+        at = {id(e): i for i, e in enumerate(self._entries)}
+        out = []
+        for e in entries:
+            i = at.get(id(e))
+            if i is None:
+                i = self._index.get(id(e.value()))
+            if i is None:
+                raise KeyError(
+                    f"update_(rule, ps, gs): ps holds an array of shape {tuple(e.value().shape)} that gs has no "
+                    "gradient for (was it added to ps after gs = gradient(f, ps)?). Take the gradient with these ps."
+                )
+            out.append(self._grads[i])
+        return out
 
     def _i(self, x):
         i = self._index.get(id(x))
@@ -310,7 +338,7 @@ class Grads:
         return list(zip(self._keys, self._grads))
 
     def copy(self) -> Grads:
-        return Grads(self.params, list(self._keys), list(self._grads))
+        return self._new(list(self._keys), list(self._grads))
 
     __copy__ = copy
 
@@ -340,7 +368,7 @@ class Grads:
         for i, g in enumerate(self._grads):
             rest = [o[self._keys[i]] for o in others]
             out.append(f(*(self._zero(i) if v is None else v for v in [g, *rest])))
-        return Grads(self.params, list(self._keys), out)
+        return self._new(list(self._keys), out)
 
     broadcast = map
 
@@ -401,7 +429,7 @@ class Grads:
                     out.append(None)
                 else:
                     out.append(op(self._zero(i) if a is None else a, self._zero(i) if b is None else b))
-            return Grads(self.params, self._keys, out)
+            return self._new(self._keys, out)
         # Zygote's `gs .+ a` maps over zeros where a gradient is nothing; `nothing .* a` stays zero (None)
         keep_none = op in (jnp.multiply, jnp.divide) and not flip
         out = []
@@ -411,7 +439,7 @@ class Grads:
             else:
                 g = self._zero(i) if g is None else g
                 out.append(op(other, g) if flip else op(g, other))
-        return Grads(self.params, self._keys, out)
+        return self._new(self._keys, out)
 
     def __add__(self, o):
         return self._binary(o, jnp.add)
@@ -437,10 +465,10 @@ class Grads:
         return self._binary(o, jnp.divide, flip=True)
 
     def __neg__(self):
-        return Grads(self.params, self._keys, [None if g is None else -g for g in self._grads])
+        return self._new(self._keys, [None if g is None else -g for g in self._grads])
 
     def __pos__(self):
-        return Grads(self.params, list(self._keys), list(self._grads))
+        return self._new(list(self._keys), list(self._grads))
 
     def __repr__(self):
         return f"Grads(<{len(self)} arrays>)"

@@ -342,17 +342,65 @@ def _merge(k, m, ps, gs):
     gs.merge_(Flux.gradient(lambda: mse(m, 2 * X, Y), ps, jit=False))  # op by op: the held step stays
 
 
+def _delete(k, m, ps, gs):
+    if k == 2:
+        ps.delete(m.layers[0].weight)
+
+
+def _intersect(k, m, ps, gs):
+    if k == 2:
+        ps.intersect_([m.layers[3].weight, m.layers[3].bias])
+
+
 IMPLICIT_CASES = {
     "withgradient": {"withgradient": True}, "fresh-params": {"fresh_params": True},
     "rebind": {"between": _rebind}, "another-gradient": {"between": _another_gradient},
     "setindex": {"between": _setindex}, "copy_": {"between": _copy_from}, "merge_": {"between": _merge},
+    "delete": {"between": _delete}, "intersect_": {"between": _intersect},
 }
 
 
 @pytest.mark.parametrize("case", sorted(IMPLICIT_CASES))
 def test_implicit_variants_and_changes_between_the_calls(case):
     """The implicit loop with its variants, and with changes between `gradient` and `update_`: a
-    rebound weight, another gradient taken, the `Grads` edited in place (`gs[W] = ...`, `copy_`, `merge_`)."""
+    rebound weight, another gradient taken, the `Grads` edited in place (`gs[W] = ...`, `copy_`, `merge_`),
+    parameters taken out of the `Params` (`delete`, `intersect_`)."""
     kw = IMPLICIT_CASES[case]
     rule = Flux.Momentum(0.05)
     _same(_implicit_loop(_stateful, rule, 5, fused=True, **kw), _implicit_loop(_stateful, rule, 5, fused=False, **kw))
+
+
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "op-by-op"])
+def test_implicit_update_reads_the_gradient_of_each_parameter(fused):
+    """`update_(rule, ps, gs)` steps each `x in ps` with `gs[x]` (Flux's `update!`), also when `ps` lost an
+    array after `gs` was taken: the gradients are not paired by position (same-shape layers would take
+    each other's). A weight rebound in between is the same parameter; an array that `gs` has no
+    gradient for raises, with nothing changed."""
+    Flux.seed_(3)
+    m = Flux.Chain(Flux.Dense(3, 3, Flux.tanh), Flux.Dense(3, 3, Flux.tanh), Flux.Dense(3, 2))
+    with contextlib.nullcontext() if fused else Flux.eager():
+        ps = Flux.params(m)
+        for _ in range(3):  # the later steps run fused when `fused`
+            gs = Flux.gradient(lambda: mse(m, X, Y), ps)
+            Flux.update_(Flux.Descent(0.1), ps, gs)
+        gs = Flux.gradient(lambda: mse(m, X, Y), ps)
+        w0, w1, b1 = m.layers[0].weight, m.layers[1].weight, m.layers[1].bias
+        ps.delete(w0)
+        Flux.update_(Flux.Descent(0.1), ps, gs)
+        np.testing.assert_array_equal(m.layers[0].weight, w0)  # out of ps: not stepped
+        np.testing.assert_allclose(m.layers[1].weight, w1 - 0.1 * gs[w1], rtol=1e-6)
+        np.testing.assert_allclose(m.layers[1].bias, b1 - 0.1 * gs[b1], rtol=1e-6)
+
+        ps = Flux.params(m)
+        gs = Flux.gradient(lambda: mse(m, X, Y), ps)
+        g1 = gs[m.layers[1].weight]
+        m.layers[1].weight = w1 = jnp.clip(m.layers[1].weight, -0.1, 0.1)  # Flux's clamp!(W), in place
+        Flux.update_(Flux.Descent(0.1), ps, gs)
+        np.testing.assert_allclose(m.layers[1].weight, w1 - 0.1 * g1, rtol=1e-6)
+
+        gs = Flux.gradient(lambda: mse(m, X, Y), ps)
+        ps.add(jnp.ones(3))
+        before = _arrays(m)
+        with pytest.raises(KeyError, match="no gradient for"):
+            Flux.update_(Flux.Descent(0.1), ps, gs)
+        _same(m, before, rtol=0)
