@@ -10,8 +10,9 @@ flat `Chain` of `n` `Dense(4 => 4)` layers (2n arrays), Adam, batch 2. For each 
 * the eager `update_` that runs alone (a loop that edits its gradients), against a `jax.jit` optax
   update of the same arrays.
 
-Warm times are medians of `--repeats` turns of `--steps` calls. Each depth's pure-JAX column runs first;
-one-off library costs are paid by a depth-2 round that is not reported.
+Warm times are medians of `--repeats` turns of `--steps` calls, the contenders' turns interleaved.
+Each depth's pure-JAX programs compile first; one-off library costs are paid by a depth-2 round
+that is not reported.
 """
 
 from __future__ import annotations
@@ -33,16 +34,19 @@ from bench import environment
 HERE = Path(__file__).resolve().parent
 
 
-def _timed(f, steps: int, repeats: int) -> float:
-    """Median seconds per call of `f` over `repeats` turns of `steps` calls (each turn ends blocked)."""
-    out = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        for _ in range(steps):
-            r = f()
-        jax.block_until_ready(r)
-        out.append((time.perf_counter() - t) / steps)
-    return statistics.median(out)
+def _interleaved(fs: dict, steps: int, repeats: int) -> dict:
+    """Median seconds per call of each of `fs`, timed in turns of `steps` calls (each turn ends
+    blocked), one turn of each per repeat, the starting one rotating."""
+    names = list(fs)
+    out: dict = {k: [] for k in names}
+    for r in range(repeats):
+        for k in names[r % len(names):] + names[:r % len(names)]:
+            t = time.perf_counter()
+            for _ in range(steps):
+                res = fs[k]()
+            jax.block_until_ready(res)
+            out[k].append((time.perf_counter() - t) / steps)
+    return {k: statistics.median(v) for k, v in out.items()}
 
 
 def _first(f) -> float:
@@ -86,18 +90,14 @@ def measure(n: int, steps: int, repeats: int) -> dict:
         box[0], box[1] = step(box[0], box[1], x)
         return box[0]
 
-    first = _first(jstep)
-    r["jax_step"] = _timed(jstep, steps, repeats)
-    r["jax_compile"] = first - r["jax_step"]
+    first = {"jax_step": _first(jstep)}
     g = jax.grad(loss)(ps, x)
 
     def jupdate():
         box[0], box[1] = update(g, box[1], box[0])
         return box[0]
 
-    first = _first(jupdate)
-    r["jax_update"] = _timed(jupdate, steps, repeats)
-    r["jax_update_compile"] = first - r["jax_update"]
+    first["jax_update"] = _first(jupdate)
 
     # fluxjax
     t = time.perf_counter()
@@ -113,9 +113,7 @@ def measure(n: int, steps: int, repeats: int) -> dict:
         Flux.update_(s, m, g)
         return m.layers[0].weight
 
-    first = _first(lambda: fstep(m, s, x))
-    r["step"] = _timed(lambda: fstep(m, s, x), steps, repeats)
-    r["compile"] = first - r["step"]
+    first["step"] = _first(lambda: fstep(m, s, x))
 
     m2 = Flux.Chain(*[Flux.Dense(4, 4) for _ in range(n)])
     s2 = Flux.setup(Flux.Adam(1e-3), m2)
@@ -125,9 +123,7 @@ def measure(n: int, steps: int, repeats: int) -> dict:
         Flux.update_(s2, m2, g)
         return m2.layers[0].weight
 
-    first = _first(eager)
-    r["eager"] = _timed(eager, steps, repeats)
-    r["eager_first"] = first
+    first["eager"] = _first(eager)
 
     g2 = Flux.gradient(lambda m: jnp.sum(m(x)), m2, jit=False)[0]  # not the last gradient: not fused
 
@@ -135,9 +131,13 @@ def measure(n: int, steps: int, repeats: int) -> dict:
         Flux.update_(s2, m2, g2)
         return m2.layers[0].weight
 
-    first = _first(alone)
-    r["update"] = _timed(alone, steps, repeats)
-    r["update_compile"] = first - r["update"]
+    first["update"] = _first(alone)
+    fs = {"jax_step": jstep, "jax_update": jupdate, "step": lambda: fstep(m, s, x), "eager": eager, "update": alone}
+    r.update(_interleaved(fs, steps, repeats))
+    r["jax_compile"] = first["jax_step"] - r["jax_step"]
+    r["jax_update_compile"] = first["jax_update"] - r["jax_update"]
+    r["compile"] = first["step"] - r["step"]
+    r["update_compile"] = first["update"] - r["update"]
     return r
 
 
@@ -188,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.scaling", description=__doc__.splitlines()[0])
     ap.add_argument("--depths", default="16,64,256", help="comma-separated numbers of Dense layers")
     ap.add_argument("--steps", type=int, default=10, help="calls per timed turn")
-    ap.add_argument("--repeats", type=int, default=5, help="timed turns (median taken)")
+    ap.add_argument("--repeats", type=int, default=9, help="timed turns (median taken)")
     ap.add_argument("--out", type=Path, default=HERE / "SCALING.md")
     a = ap.parse_args(argv)
     machine = environment.machine_info()
