@@ -86,6 +86,28 @@ def _snapshot(c: list | dict) -> tuple:
     return None, tuple(map(_item, c))
 
 
+class Containers:
+    """The lists and dicts of a walk, as they are now: `holds()` tells whether they still hold the same
+    objects (any array where an array was, a tuple of arrays of the same structure where one was),
+    so that the walk's slots still reach the same places. A `Plan` generates this check as code; the
+    fused eager step (`optimise/eagerstep.py`) calls it on its own walk."""
+
+    __slots__ = ("items",)
+
+    def __init__(self, containers: list):
+        self.items = [(c, *_snapshot(c)) for c in containers]
+
+    def holds(self) -> bool:
+        for c, keys, refs in self.items:
+            if len(c) != len(refs) or (keys is not None and tuple(c) != keys):
+                return False
+            for e, r in zip(c.values() if keys is not None else c, refs):
+                if not (e is r or (r is AN_ARRAY and isinstance(e, ARRAY_TYPES))
+                        or (type(r) is _ArraysTree and (e is r.value or _fits(e, r.treedef)))):
+                    return False
+        return True
+
+
 def _is_kind(src: Source, a: str, sig: Any) -> str:
     """The check that `a` is data of the kind `leaf_sig` gave: an array (None), else its number type."""
     return f"(type({a}) in _CONCRETE or isinstance({a}, _ARRAY))" if sig is None else f"type({a}) is {src.name(sig)}"

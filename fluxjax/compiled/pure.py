@@ -25,7 +25,10 @@ When it is not used (`cached_pure` returns `NOT_RUN`, and the caller runs `fn` e
   runs eagerly from then on.
 
 Python side effects of `fn` (a custom rule that prints or appends to a list) happen once per
-compilation, while tracing, as under `jax.jit`; use `fluxjax.eager()` to keep them per call.
+compilation, while tracing, as under `jax.jit`; use `fluxjax.eager()` to keep them per call. A draw
+from the global key (a custom rule adding noise with `randn_like`) is not one: compiled here, the noise
+would be a constant of the program. Such a computation runs op by op, from its first call on, so
+that each call draws anew and advances the key, as Flux's does.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from ..core.layer import dict_order, restore_order
 from ..core.region import current_region
 from ..core.sharing import sharing
 from ..core.walk import ARRAY_TYPES
+from ..random import default_rng
 from .access import rebuilder
 from .options import with_defaults
 
@@ -60,6 +64,12 @@ TRACE_ERRORS = (
     jax.errors.TracerIntegerConversionError,
     jax.errors.TracerArrayConversionError,
 )
+
+
+class _DrawsRandom(Exception):
+    """Raised while tracing `fn` when it drew from the global key (see the module docstring)."""
+
+
 _tls = threading.local()
 _lock = threading.Lock()
 _programs: collections.OrderedDict = collections.OrderedDict()
@@ -186,7 +196,7 @@ def cached_pure(key: tuple, keep: tuple, fn: Callable[[Any], Any], args: Any) ->
         try:
             with tracing_eager_call():
                 outs = prog.jitted(uniq)  # traces now
-        except TRACE_ERRORS:
+        except (*TRACE_ERRORS, _DrawsRandom):
             with _lock:
                 _eager_only[key] = keep
             stats["eager"] += 1
@@ -208,8 +218,12 @@ def _compile(fn: Callable, treedef: Any, index: list, keep: tuple, in_order: Any
     def program(uniq: list) -> list:
         stats["compiles"] += 1
         tracers = [uniq[j] for j in index]
+        key = default_rng.key
         with sharing():
             res = fn(restore_order(treedef.unflatten(tracers), in_order))
+        if default_rng.key is not key:  # drawn at trace time: a constant of the program
+            default_rng.key = key
+            raise _DrawsRandom
         outs, out_def = jax.tree_util.tree_flatten(res)
         ins = {id(t): j for j, t in enumerate(uniq)}
         mine: dict[int, int] = {}

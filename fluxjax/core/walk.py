@@ -147,16 +147,29 @@ def _replace_all(base, items):
     return type(base)(*new) if hasattr(base, "_fields") else type(base)(new)
 
 
+def node_children(v) -> tuple[list, Any]:
+    """One level of a pytree node that is not a layer, list, dict or tuple (a `Tangent`, an optax
+    state class): its children and its treedef. The walk goes on into each child itself, so that a
+    list or dict inside is a container whose items it watches (`opt.ls[1] = fresh` is seen)."""
+    return jax.tree_util.tree_flatten(v, is_leaf=lambda z: z is not v)
+
+
+def _flat(v, p) -> list:
+    """The children a path component `(tag, treedef, i)` indexes: one level of the node for the walk's
+    `"node"`, all its leaves for `"tree"` (`loadmodel_`'s paths)."""
+    return node_children(v)[0] if p[0] == "node" else jax.tree_util.tree_leaves(v)
+
+
 def _index(v, p):
-    if isinstance(p, tuple):  # ("tree", treedef, i): a leaf of an opaque pytree node
-        return jax.tree_util.tree_leaves(v)[p[2]]
+    if isinstance(p, tuple):  # (tag, treedef, i): a child of an opaque pytree node
+        return _flat(v, p)[p[2]]
     return v[p]
 
 
 def _replace(base, path, value):
     p, rest = path[0], path[1:]
     if isinstance(p, tuple):
-        leaves, treedef = jax.tree_util.tree_flatten(base)
+        leaves, treedef = node_children(base) if p[0] == "node" else jax.tree_util.tree_flatten(base)
         leaves[p[2]] = _replace(leaves[p[2]], rest, value) if rest else value
         return treedef.unflatten(leaves)
     items = list(base)
@@ -267,7 +280,7 @@ def walk(root: list, paths: bool = False, functions: bool = False, read_arrays: 
         elif functions and _plain_holding_layer(v):
             visit_plain(v)
         else:
-            sub, treedef = jax.tree_util.tree_flatten(v, is_leaf=lambda z: type(z) in LAYER_TYPES)
+            sub, treedef = node_children(v)
             if treedef.num_nodes == 1 and treedef.num_leaves == 1 and sub and sub[0] is v:
                 sig.append(("static", static_key(v, w.watch)))  # an opaque non-pytree object: static
                 if not const and plain_with_parameters(v):
@@ -279,7 +292,7 @@ def walk(root: list, paths: bool = False, functions: bool = False, read_arrays: 
             for i, e in enumerate(sub):
                 if names is not None:
                     ps.append(f"<{i}>")
-                visit(owner, key, attr, path + (("tree", treedef, i),), e, role, numbers, const)
+                visit(owner, key, attr, path + (("node", treedef, i),), e, role, numbers, const)
                 if names is not None:
                     ps.pop()
 
@@ -445,7 +458,7 @@ def rebuild(root: list, values: Sequence[Any], layer: Callable[[Any], tuple[Any,
             return t(*items) if hasattr(v, "_fields") else t(items)
         if isinstance(v, NUMBER_TYPES) or isinstance(v, OPAQUE_TYPES) or isinstance(v, IMMUTABLE_TYPES):
             return keep(v)
-        sub, treedef = jax.tree_util.tree_flatten(v, is_leaf=lambda z: type(z) in LAYER_TYPES)
+        sub, treedef = node_children(v)
         if treedef.num_nodes == 1 and treedef.num_leaves == 1 and sub and sub[0] is v:
             return keep(v)
         return treedef.unflatten([build(e, numbers) for e in sub])

@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from ..core.layer import bump
 from ._rule_base import DeltaUpdate, PyTree, Rule, _is_none
 
 __all__ = ["AbstractRule", "init", "apply_"]
@@ -59,10 +60,15 @@ class AbstractRule(Rule):
         raise NotImplementedError(f"{type(self).__name__} must define apply_(self, state, x, dx) -> (state, dx)")
 
     def __setattr__(self, name: str, value: Any) -> None:
+        """`rule.eta = 0.5` changes what every compiled step with this rule computes: the structure
+        version moves, so compiled calls walk their arguments again and key on the new fields."""
         object.__setattr__(self, name, value)
+        bump()
 
     def _fields(self) -> dict:
-        return {k: v for k, v in vars(self).items() if k != "_hp"}
+        """The rule's hyperparameters: its fields, less what fluxjax keeps on it (`_hp`, the implicit
+        form's memory of its states, `_fluxjax_...`)."""
+        return {k: v for k, v in vars(self).items() if k != "_hp" and not k.startswith("_fluxjax")}
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self._fields().items())})"

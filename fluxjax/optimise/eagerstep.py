@@ -20,7 +20,8 @@ The next `update_(opt_state, model, g)` commits them if, and only if, it is the 
 
 - `g` is the very gradient object that call returned, with the same arrays in it (a `Grads`: the
   same gradients, and its `Params` the same parameters);
-- `model` and `opt_state` are the ones linked, their structure is unchanged (the structure version),
+- `model` and `opt_state` are the ones linked, their structure is unchanged (the structure version,
+  and every list and dict in them holding the same items),
   and every array the update replaces is still the one the program read;
 
 otherwise `update_` runs as it always does, and the pending arrays are dropped. A clipped or scaled
@@ -30,7 +31,8 @@ program computes them, so they agree to rounding, as every compiled call does). 
 `MISSES` times in a row is not fused again, nor is a model whose fused step cannot be compiled.
 
 Only calls with one model (or one `Params`) argument are fused; `jit=False`, `fluxjax.eager()` and
-calls inside a trace never are. Python side effects of `f` happen while tracing, as for the compiled
+calls inside a trace never are, nor is a step whose rule draws from the global key (a noisy custom
+rule: held back, its draw would not advance the key). Python side effects of `f` happen while tracing, as for the compiled
 `withgradient` itself.
 """
 
@@ -46,9 +48,11 @@ import jax
 
 from ..compiled.access import loader, storer
 from ..compiled.call import jit as _fluxjax_jit
+from ..compiled.plan import Containers
 from ..core.layer import LAYER_TYPES, structure_version
 from ..core.region import current_region, run_in_region
 from ..core.walk import walk
+from ..random import default_rng
 from ..zygote import api
 from ..zygote.implicit import Grads, Params
 from . import tree
@@ -83,6 +87,8 @@ def _held_back(roots: list, step: Callable[[], Any]) -> dict:
     before = walk(roots)
 
     def collect(region):
+        if any(s.owner is default_rng for s in region.written.values()):
+            raise _NotFusable  # the step draws from the global key (a noisy rule): held back, it would not advance
         after = walk(roots)
         if after.signature != before.signature:
             raise _NotFusable  # the step changes the structure (a state made anew): not fused
@@ -126,13 +132,14 @@ class _Link:
     """A model and the optimiser state that `update_` steps it with, and their walk (kept while the
     structure version is unchanged), with generated code reading and writing the slots a step writes."""
 
-    __slots__ = ("model", "opt_state", "version", "walk", "access", "misses", "dead", "pending")
+    __slots__ = ("model", "opt_state", "version", "walk", "containers", "access", "misses", "dead", "pending")
 
     def __init__(self, model: Any, opt_state: Any):
         self.model, self.opt_state = _ref(model), _ref(opt_state)
         self.pending: _Pending | None = None  # the last fused step, until `update_` takes it or not
         self.version: tuple = ()  # the structure version and the roots' ids the walk is of
         self.walk = None
+        self.containers: Containers | None = None  # the walk's lists and dicts: an item replaced voids it
         self.access: dict[tuple, tuple] = {}  # slots a step writes -> (their loader, their storer)
         self.misses, self.dead = 0, False
 
@@ -142,8 +149,9 @@ class _Link:
 
     def current_walk(self, roots: list):
         v = (structure_version(), *map(id, roots))
-        if v != self.version:
+        if v != self.version or not self.containers.holds():
             self.walk = walk(roots)
+            self.containers = Containers(self.walk.containers)
             self.access = {}
             self.version = v
         return self.walk
@@ -266,7 +274,7 @@ def commit_update(opt_state: Any, model: Any, grads: Any) -> bool:
                 and structure_version() == p.version
                 and _same_leaves(_grad_leaves(grads), p.grad_leaves) and _same_leaves(_entries(model), p.entries)):
             load, store = link.accessors(p.targets)
-            if _same_leaves(load(), p.inputs):
+            if link.containers.holds() and _same_leaves(load(), p.inputs):  # the slots reach the same places
                 store(p.news)
                 link.misses = 0
                 stats["committed"] += 1

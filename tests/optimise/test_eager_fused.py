@@ -404,3 +404,122 @@ def test_implicit_update_reads_the_gradient_of_each_parameter(fused):
         with pytest.raises(KeyError, match="no gradient for"):
             Flux.update_(Flux.Descent(0.1), ps, gs)
         _same(m, before, rtol=0)
+
+
+@Flux.layer
+class _Seq:
+    """A user's container layer holding its layers in a list."""
+
+    def __init__(self, *layers):
+        self.ls = list(layers)
+
+    def __call__(self, x):
+        for layer in self.ls:
+            x = layer(x)
+        return x
+
+
+def _replace_layer(m, opt, spare):
+    m.ls[1] = spare  # a list item rebound: the same structure, another layer
+
+
+def _reset_state(m, opt, spare):
+    opt.ls[1] = Flux.setup(Flux.Adam(0.01), spare)  # one layer's optimiser state made anew, in a list
+
+
+def _swap(m, opt, spare):
+    m.ls[0], m.ls[1] = m.ls[1], m.ls[0]  # two layers, with their states, change places
+    opt.ls[0], opt.ls[1] = opt.ls[1], opt.ls[0]
+
+
+@pytest.mark.parametrize("change", [_replace_layer, _reset_state, _swap])
+@pytest.mark.parametrize("where", ["before", "between"])
+@pytest.mark.parametrize("mode", ["fused", "jit"])
+def test_list_items_replaced_between_steps(change, where, mode):
+    """A layer, or a layer's optimiser state, replaced inside a list (no attribute is set, so the structure
+    version does not move) is where the next step goes: the fused step and a `Flux.jit` step walk the
+    lists again, as the op-by-op loop reads them."""
+
+    def run(fused):
+        Flux.seed_(1)
+        m = _Seq(Flux.Dense(3, 3, Flux.tanh), Flux.Dense(3, 3), Flux.Dense(3, 2))
+        spare = Flux.Dense(3, 3)
+        opt = Flux.setup(Flux.Adam(0.01), m)
+
+        def step(m, opt, k):
+            val, grads = Flux.withgradient(lambda m: mse(m, X, Y), m)
+            if where == "between" and k == 3:
+                change(m, opt, spare)
+            Flux.update_(opt, m, grads[0])
+
+        if fused and mode == "jit":
+            step = Flux.jit(step, static_argnums=2)
+        with contextlib.nullcontext() if fused else Flux.eager():
+            for k in range(5):
+                if where == "before" and k == 3:
+                    change(m, opt, spare)
+                step(m, opt, k)
+        return m, opt, spare
+
+    _same(run(True), run(False))
+
+
+class _DecayDescent(Flux.optimise.AbstractRule):
+    def __init__(self, eta=0.1):
+        self.eta = eta
+
+    def init(self, x):
+        return 1
+
+    def apply_(self, state, x, dx):
+        return state + 1, self.eta / jnp.sqrt(state) * dx
+
+
+class _Noisy(Flux.optimise.AbstractRule):
+    def __init__(self, eta=0.1):
+        self.eta = eta
+
+    def apply_(self, state, x, dx):
+        return state, self.eta * (dx + 0.1 * Flux.randn_like(dx))
+
+
+@pytest.mark.parametrize("mode", ["fused", "jit", "update_ alone", "implicit"])
+@pytest.mark.parametrize("rule, edit", [(_DecayDescent, True), (_Noisy, False)], ids=["field-set", "draws-noise"])
+def test_custom_rules_edited_or_drawing_noise(mode, rule, edit):
+    """A custom rule's field set in place (`rule.eta = 0.5`) is used by the next step, and a rule that
+    draws from the global key draws anew at every step, the key advancing as op by op: compiled alone,
+    fused with the gradient, under `Flux.jit`, and in the implicit form."""
+
+    def run(fused):
+        Flux.seed_(1)
+        m = Flux.Chain(Flux.Dense(3, 5, Flux.tanh), Flux.Dense(5, 2))
+        r = rule(0.1)
+        ps = Flux.params(m)
+        opt = r if mode == "implicit" else Flux.setup(r, m)
+        Flux.seed_(2)
+
+        def step(m, opt):
+            if mode == "implicit":
+                Flux.update_(opt, ps, Flux.gradient(lambda: mse(m, X, Y), ps))
+                return
+            if mode == "update_ alone":
+                with Flux.eager():
+                    g = Flux.gradient(lambda m: mse(m, X, Y), m)[0]
+            else:
+                g = Flux.gradient(lambda m: mse(m, X, Y), m)[0]
+            Flux.update_(opt, m, g)
+
+        if fused and mode == "jit":
+            step = Flux.jit(step)
+        keys = []
+        with contextlib.nullcontext() if fused else Flux.eager():
+            for k in range(4):
+                if edit and k == 2:
+                    r.eta = 0.5
+                step(m, opt)
+                keys.append(np.asarray(Flux.random.default_rng.key))
+        return m, keys
+
+    fused, eager = run(True), run(False)
+    _same(fused[0], eager[0])
+    np.testing.assert_array_equal(np.stack(fused[1]), np.stack(eager[1]))
