@@ -32,8 +32,8 @@ program computes them, so they agree to rounding, as every compiled call does). 
 
 Only calls with one model (or one `Params`) argument are fused; `jit=False`, `fluxjax.eager()` and
 calls inside a trace never are, nor is a step whose rule draws from the global key (a noisy custom
-rule: held back, its draw would not advance the key). Python side effects of `f` happen while tracing, as for the compiled
-`withgradient` itself.
+rule: held back, its draw would not advance the key). Python side effects of `f` happen while
+tracing, as for the compiled `withgradient` itself.
 """
 
 from __future__ import annotations
