@@ -34,6 +34,7 @@ from .plan import Plan, is_data, refresh_reads
 PLAN_MISSES = 3  # see Entry.unused_plans
 PLAN_RETRY = 64  # ... and then a plan is made again every PLAN_RETRY walks, in case the calls settled
 SPARE_PLANS = 3  # earlier calls' plans kept beside the latest (two models stepped in turn, as in a GAN)
+SPARE_AGE = 64  # calls after which an earlier plan that no call used is dropped, with the models it holds
 MAX_PROGRAMS = 32  # compiled programs one `fluxjax.jit` function keeps (least recently used dropped)
 _MANY = object()  # an entry whose programs (one per input shapes) return differently structured outputs
 _REFUSED = ("in_shardings", "out_shardings", "donate_argnames")
@@ -111,6 +112,22 @@ class Entry:
         if tree is _MANY:
             tree = self.out_trees[_avals(leaves)]
         return out_leaves, changed, extra, tree
+
+
+def _no_leaked_reads(w: Walk) -> None:
+    """After a trace: a closure variable or global that the function read and then rebound to a traced
+    value (`total = total + x`) would hold an invalid tracer from now on. It is put back, and the call
+    raises, as `gradient` does for the same code."""
+    for slot, before in w.watched:
+        now = slot.get_base()
+        if isinstance(now, jax.core.Tracer):
+            slot.set_base(before)
+            where = f"global {slot.key!r}" if slot.attr is False else "a closure variable"
+            raise RuntimeError(
+                f"fluxjax.jit: the function stored a traced value in {where}; after the call it would be "
+                "invalid (the eager call would have updated it, the compiled one cannot). Return the value "
+                "instead, or keep it in a field of a layer (fluxjax.rebind), which the program writes back."
+            )
 
 
 def _avals(leaves: Sequence) -> tuple:
@@ -227,6 +244,7 @@ class Jitted:
         self._cache: collections.OrderedDict[Any, Entry] = collections.OrderedDict()
         self._plan: Plan | None = None  # the last call's walk, reused while it still fits
         self._spare: list[Plan] = []  # the plans of calls before it, most recent first
+        self._calls = 0  # calls so far: a plan's `used` is the last one that used it
         self._lock = threading.RLock()  # one call at a time: a call swaps tracers into live objects
         self.compilations = 0  # cache entries ever made (the cache keeps the latest MAX_PROGRAMS)
         functools.update_wrapper(self, fn)
@@ -255,6 +273,9 @@ class Jitted:
             default_key()  # the global key exists before the walk, so that it is an input
         plan = self._plan
         leaves = None
+        self._calls += 1
+        if self._spare and self._calls % SPARE_AGE == 0:  # a model dropped since is not kept alive by its plan
+            self._spare = [p for p in self._spare if self._calls - p.used <= SPARE_AGE]
         if not kwargs:
             if plan is None or not plan.matches(args, mode):
                 plan = next((p for p in self._spare if p.matches(args, mode)), None)
@@ -270,6 +291,7 @@ class Jitted:
         if leaves is not None:
             box, w, entry, statics = plan.box, plan.walk, plan.entry, NO_STATICS
             entry.unused_plans = 0
+            plan.used = self._calls
         else:
             plan = None
             statics = self._statics(args, kwargs) if self.static_argnums or self.static_argnames else NO_STATICS
@@ -305,6 +327,11 @@ class Jitted:
             _no_tracers(changed, extra)
         traced = entry.traces != traces
         if traced:  # before the writes land
+            try:
+                _no_leaked_reads(w)
+            except RuntimeError:
+                self._forget(entry)  # its program reads the global as a constant: never run again
+                raise
             refresh_reads(w)
         version = structure_version()  # before the writes: one that changes the structure voids the plan
         if plan is not None:
@@ -322,6 +349,7 @@ class Jitted:
                 self._spare.insert(0, self._plan)
                 del self._spare[SPARE_PLANS:]
             plan = self._plan = Plan(box, w, entry, len(args), mode, version)
+            plan.used = self._calls
         if plan is not None:
             if traced:  # what the trace's own Python code changed is not a change (`refresh_reads` above)
                 plan.recheck()
@@ -364,6 +392,7 @@ class Jitted:
     def _make(self, n_args: int, shared: tuple | None, split: tuple | None) -> Entry:
         entry: Entry
         self.compilations += 1
+        donated = None if split is None else frozenset(split[0])
 
         def pure(*parts):
             if split is None:
@@ -376,11 +405,14 @@ class Jitted:
             box, w, (pos, kw) = entry.current
             xs = leaves if shared is None else [leaves[p] for p in shared]
 
+            result: list = []
+
             def run():  # the arguments are read from the box once the traced values are in it
                 args = box[:n_args]
                 for i, v in pos.items():
                     args[i] = v
-                return box[n_args + 1](*args, **box[n_args], **kw)
+                result.append(box[n_args + 1](*args, **box[n_args], **kw))
+                return result[0]
 
             def collect(region):
                 # one output for each new value, keyed by the slots it goes to
@@ -389,7 +421,8 @@ class Jitted:
                 for i, slot in enumerate(w.slots):
                     v = slot.get()
                     now.add(id(v))
-                    if v is not xs[i]:
+                    # a donated input is gone after the call: one the code left in place comes back too
+                    if v is not xs[i] or (donated is not None and (i if shared is None else shared[i]) in donated):
                         new.setdefault(id(v), (v, []))[1].append(i)
                 changed = {tuple(where): v for v, where in new.values()}
                 idents = {s.ident() for s in w.slots}
@@ -403,10 +436,11 @@ class Jitted:
                         li = w.layers.get(id(slot.owner))
                         entry.extra_slots.append(slot if li is None else (li, slot.key, slot.attr, slot.path))
                     extra[k] = slot.get()
-                return changed, extra
+                # the result read before the region puts the inputs back: a model the function returns
+                # comes back with what the call wrote into it, as the eager call's does
+                return changed, extra, jax.tree_util.tree_flatten(result[0])
 
-            out, (changed, extra) = run_in_region(run, zip(w.slots, xs), collect)
-            out_leaves, tree = jax.tree_util.tree_flatten(out)
+            _, (changed, extra, (out_leaves, tree)) = run_in_region(run, zip(w.slots, xs), collect)
             entry.note_output(leaves, tree)
             return out_leaves, changed, extra
 
@@ -415,6 +449,14 @@ class Jitted:
             kwargs["donate_argnums"] = (0,)
         entry = Entry(pure, kwargs, shared, split)
         return entry
+
+    def _forget(self, entry: Entry) -> None:
+        """Drop `entry` and the plans that lead to it."""
+        for k in [k for k, e in self._cache.items() if e is entry]:
+            del self._cache[k]
+        if self._plan is not None and self._plan.entry is entry:
+            self._plan = None
+        self._spare = [p for p in self._spare if p.entry is not entry]
 
     def cache_size(self) -> int:
         """Number of distinct argument structures compiled (not counting jax's own shape retraces)."""

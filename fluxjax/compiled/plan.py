@@ -145,7 +145,7 @@ class Plan:
     """The reusable part of one walk of `box = [*args, {}]` (see the module docstring)."""
 
     __slots__ = ("version", "box", "walk", "entry", "kinds", "containers", "owned", "positions", "mode", "_check",
-                 "_load", "_stores", "_placers", "cells", "_cell_slots")
+                 "_load", "_stores", "_placers", "cells", "_cell_slots", "used")
 
     def __init__(self, box: list, w: Walk, entry: Any, n_args: int, mode: bool, version: int):
         """`box` is `[*args, kwargs, ...]`: the call's `n_args` arguments, then what else was walked;
@@ -153,6 +153,7 @@ class Plan:
         changed the structure, by writing a new container into a field, leaves a plan that no longer
         fits)."""
         self.version = version
+        self.used = 0  # the last call of its `fluxjax.jit` function that used it (see `call.SPARE_AGE`)
         self.box, self.walk, self.entry, self.mode = box, w, entry, mode
         self.kinds: list[tuple] = []
         skip = {id(box[n_args])}

@@ -132,10 +132,17 @@ class _Link:
     """A model and the optimiser state that `update_` steps it with, and their walk (kept while the
     structure version is unchanged), with generated code reading and writing the slots a step writes."""
 
-    __slots__ = ("model", "opt_state", "version", "walk", "containers", "access", "misses", "dead", "pending")
+    __slots__ = ("model", "opt_state", "version", "walk", "containers", "access", "misses", "dead", "pending",
+                 "__weakref__")
 
     def __init__(self, model: Any, opt_state: Any):
-        self.model, self.opt_state = _ref(model), _ref(opt_state)
+        key, me = id(model), weakref.ref(self)
+
+        def gone(_: Any) -> None:  # the model or its state is dropped: so is the link, with its walk
+            if _links.get(key) is me():  # (no lock: this may run inside a collection, on any thread)
+                _links.pop(key, None)
+
+        self.model, self.opt_state = _ref(model, gone), _ref(opt_state, gone)
         self.pending: _Pending | None = None  # the last fused step, until `update_` takes it or not
         self.version: tuple = ()  # the structure version and the roots' ids the walk is of
         self.walk = None
@@ -194,9 +201,9 @@ def _entries(model: Any) -> list:
     return list(model._entries) if isinstance(model, Params) else []
 
 
-def _ref(obj: Any) -> Callable[[], Any]:
+def _ref(obj: Any, gone: Callable[[Any], None] | None = None) -> Callable[[], Any]:
     try:
-        return weakref.ref(obj)
+        return weakref.ref(obj, gone)
     except TypeError:  # not weakly referenceable: held (MAX_LINKS bounds how many)
         return lambda: obj
 
@@ -287,7 +294,7 @@ def commit_update(opt_state: Any, model: Any, grads: Any) -> bool:
             if id(model) not in _links:
                 _links[id(model)] = _Link(model, opt_state)
                 while len(_links) > MAX_LINKS:
-                    del _links[next(iter(_links))]
+                    _links.pop(next(iter(_links)), None)
     return False
 
 
@@ -301,7 +308,7 @@ def link(model: Any, opt_state: Any) -> None:
             _links.pop(id(model), None)
             _links[id(model)] = _Link(model, opt_state)
             while len(_links) > MAX_LINKS:
-                del _links[next(iter(_links))]
+                _links.pop(next(iter(_links)), None)
 
 
 def _same_leaves(a: list, b: list) -> bool:

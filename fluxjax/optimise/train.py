@@ -18,7 +18,7 @@ from jax.sharding import NamedSharding, PartitionSpec, SingleDeviceSharding
 from ..compiled.call import jit as _jit
 from ..compiled.held import HeldSteps
 from ..compiled.scan import NotFusable, scan_steps
-from ..core.region import commit, guard_writes, run_in_region, written
+from ..core.region import commit, current_region, guard_writes, run_in_region, written
 from ..data import DataLoader
 from ..modes import trainmode_
 from ..parallel.batches import ShardedBatches, place_for_training
@@ -201,7 +201,9 @@ def _one_step(loss, args: tuple, jit: bool, with_grad: bool) -> tuple[Any, Any]:
         finally:
             copy_back(model, box, found)
     _check_state(opt_state, f"{fn}(loss, model, batch, opt_state)")
-    if jit and (adtype is None or adtype.traceable):  # every traceable adtype is JAX's reverse mode: one program
+    # every traceable adtype is JAX's reverse mode: one program; inside a trace (`Flux.jit`), `jit=False`
+    # too, since the non-finite check cannot read the traced loss's value in Python
+    if (jit or current_region() is not None) and (adtype is None or adtype.traceable):
         return (_compiled_step_grad if with_grad else _compiled_step)(loss, model, opt_state, batch)
     val, g, writes = _differentiate(loss, model, batch, adtype)
     if bool(jnp.isfinite(first_output(val))):

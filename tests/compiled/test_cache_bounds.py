@@ -1,8 +1,11 @@
 """Class 7: caches are bounded, and equal functions share a program."""
 
 import functools
+import gc
+import weakref
 
 import jax.numpy as jnp
+import numpy as np
 
 import fluxjax as Flux
 from fluxjax.compiled import call
@@ -34,3 +37,25 @@ def test_equal_partials_share_one_program():
         f(functools.partial(scaled, w=2.0), X)
     assert f.cache_size() == 1
     assert float(f(functools.partial(scaled, w=3.0), X)[0, 0]) == 3.0
+
+
+def test_a_dropped_model_is_freed_once_other_calls_have_replaced_its_plan():
+    """The compiled call keeps the walks of its latest models (a GAN steps two in turn), but a plan no
+    call used for `SPARE_AGE` calls is dropped with the model it holds."""
+    x = jnp.ones((3, 4))
+    f = Flux.jit(lambda m, x: jnp.sum(m(x)))
+    a = Flux.Chain(Flux.Dense(3, 3), Flux.Dense(3, 2))
+    gone = weakref.ref(a.layers[0])
+    for _ in range(3):
+        f(a, x)
+    del a
+    b = Flux.Chain(Flux.Dense(3, 3), Flux.Dense(3, 2))
+    for _ in range(3):
+        f(b, x)
+    gc.collect()
+    assert gone() is not None  # a spare plan, for a while
+    for _ in range(2 * call.SPARE_AGE):
+        f(b, x)
+    gc.collect()
+    assert gone() is None
+    np.testing.assert_allclose(f(b, x), jnp.sum(b(x)), rtol=1e-6)

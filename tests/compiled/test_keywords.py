@@ -1,5 +1,6 @@
 """Class 6: `jax.jit`'s own keywords refer to the user's arguments; `@fluxjax.jit` works on methods."""
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -54,3 +55,31 @@ def test_jit_on_a_method_is_a_descriptor():
     g = Flux.gradient(lambda m: jnp.sum(m(X)), a)[0]
     assert g.d.weight.shape == (2, 2)
     assert Twice.__call__.cache_size() == 2  # one program outside gradient, one inside (the mode is in the key)
+
+
+def _step(m, o, x):
+    val, g = Flux.withgradient(lambda m: jnp.sum(m(x) ** 2), m)
+    Flux.update_(o, m, g[0])
+    return val
+
+
+@pytest.mark.filterwarnings("ignore:Some donated buffers were not usable")
+@pytest.mark.parametrize("rule", [Flux.Descent(0.01), Flux.Momentum(0.01), Flux.Adam(0.01)], ids=str)
+@pytest.mark.parametrize("donate", [(0, 1), (1,), (0,)])
+def test_donated_arguments_stay_whole(rule, donate):
+    """Donating the model or its optimiser state: arrays the step leaves as they are (a rule's
+    hyperparameters, a frozen weight) come back too, so nothing the caller holds is a deleted buffer,
+    and every step computes what the undonated step does."""
+    x = jnp.asarray(np.random.default_rng(0).normal(size=(3, 4)), jnp.float32)
+    runs = []
+    for kw in ({"donate_argnums": donate}, {}):
+        Flux.seed_(0)
+        m = Flux.Chain(Flux.Dense(3, 3), Flux.Dense(3, 2))
+        o = Flux.setup(rule, m)
+        Flux.freeze_(o.layers[1])
+        f = Flux.jit(_step, **kw)
+        runs.append(([float(f(m, o, x)) for _ in range(3)], m, o))
+    (la, ma, oa), (lb, mb, ob) = runs
+    np.testing.assert_allclose(la, lb, rtol=1e-6)
+    for a, b in zip(jax.tree_util.tree_leaves((ma, oa)), jax.tree_util.tree_leaves((mb, ob)), strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6)  # readable: not donated away

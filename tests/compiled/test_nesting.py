@@ -88,3 +88,39 @@ def test_jit_inside_jit_and_inside_gradient():
     np.testing.assert_allclose(outer(m, X), jnp.sum(m(X)), rtol=1e-6)
     g = Flux.gradient(lambda m: outer(m, X), m)[0]
     np.testing.assert_allclose(g.weight, Flux.gradient(lambda m: jnp.sum(m(X)), m)[0].weight, rtol=1e-6)
+
+
+_TOTAL = jnp.zeros(())
+
+
+def _accumulate(x):
+    global _TOTAL
+    _TOTAL = _TOTAL + x
+    return _TOTAL
+
+
+def _counter():
+    c = jnp.zeros(())
+
+    def bump(x):
+        nonlocal c
+        c = c + x
+        return c
+
+    return bump
+
+
+@pytest.mark.parametrize("make", [lambda: _accumulate, _counter], ids=["global", "nonlocal"])
+def test_a_global_or_closure_variable_rebound_to_a_traced_value_raises(make):
+    """Op by op, `total = total + x` accumulates; compiled, the variable would keep a leaked tracer and
+    the program the first value. The call raises (at every call), and the variable keeps its value."""
+    global _TOTAL
+    _TOTAL = jnp.zeros(())
+    fn = make()
+    f = Flux.jit(fn)
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match="stored a traced value"):
+            f(jnp.ones(()))
+    assert float(_TOTAL) == 0.0
+    with Flux.eager():
+        assert float(fn(jnp.ones(()))) == 1.0  # the variable is whole: the eager call goes on from it

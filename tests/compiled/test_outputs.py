@@ -115,3 +115,23 @@ def test_rebuilder_of_deep_trees_and_odd_keys():
     for tree in (deep, odd):
         leaves, treedef = jax.tree_util.tree_flatten(tree)
         _same(rebuilder(treedef, dict_order(tree))(leaves), tree)
+
+
+def test_a_returned_model_carries_what_the_call_wrote_into_it():
+    """A function that steps a model (and its BatchNorm statistics) and returns it gives back the model
+    as it is after the call, as the eager call does (a copy holding the new arrays)."""
+
+    def step(m, o, x):
+        val, g = Flux.withgradient(lambda m: jnp.sum(m(x) ** 2), m)
+        Flux.update_(o, m, g[0])
+        return m, val
+
+    x = jnp.asarray(np.random.default_rng(1).normal(size=(3, 4)), jnp.float32)
+    Flux.seed_(0)
+    m = Flux.Chain(Flux.Dense(3, 2), Flux.BatchNorm(2), Flux.Dense(2, 1))
+    o = Flux.setup(Flux.Descent(0.1), m)
+    f = Flux.jit(step)
+    for _ in range(2):
+        back, _ = f(m, o, x)
+        for a, b in zip(jax.tree_util.tree_leaves(back), jax.tree_util.tree_leaves(m), strict=True):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

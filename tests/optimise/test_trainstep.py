@@ -1,6 +1,8 @@
 """`trainstep_` and `trainstep_withgradient_`: Flux's `trainstep!`/`trainstep_withgradient!`
 (Flux.jl src/train.jl, test/train.jl), compiled by default and eagerly with `jit=False`."""
 
+import contextlib
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -122,3 +124,25 @@ def test_adtype_errors_name_the_form():
         trainstep_(mse, Flux.AutoZygote(), m, (X, Y))
     with pytest.raises(TypeError, match=r"takes 4 or 5 positional arguments, got 5; the second of 5 must be an adtype"):
         trainstep_(mse, m, (X, Y), st, st)
+
+
+@pytest.mark.parametrize("inner_jit", [True, False])
+def test_trainstep_inside_a_compiled_function(inner_jit):
+    """`trainstep_(..., jit=False)` inside `Flux.jit` runs in the enclosing program (its non-finite
+    check cannot read a traced loss in Python), with the numbers of the eager step."""
+    x = jnp.ones((3, 4))
+
+    def loss(m, x):
+        return jnp.sum(m(x) ** 2)
+
+    runs = []
+    for compiled in (True, False):
+        Flux.seed_(0)
+        m = Flux.Dense(3, 2)
+        o = Flux.setup(Flux.Descent(0.01), m)
+        f = lambda m, o, x: Flux.trainstep_(loss, m, (x,), o, jit=inner_jit)  # noqa: E731
+        with contextlib.nullcontext() if compiled else Flux.eager():
+            g = Flux.jit(f) if compiled else f
+            runs.append(([float(g(m, o, x)) for _ in range(2)], np.asarray(m.weight)))
+    np.testing.assert_allclose(runs[0][0], runs[1][0], rtol=1e-5)
+    np.testing.assert_allclose(runs[0][1], runs[1][1], rtol=1e-5)
