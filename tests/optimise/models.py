@@ -2,6 +2,7 @@
 test_fused.py, the fused eager loop in test_eager_fused.py): 3 inputs, 2 outputs."""
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 import fluxjax as Flux
@@ -42,3 +43,16 @@ def assert_same_arrays(a, b, rtol: float = 1e-5) -> None:
     """The trees `a` and `b` hold as many arrays, pairwise close."""
     for x, y in zip(arrays(a), arrays(b), strict=True):
         np.testing.assert_allclose(x, y, rtol=rtol, atol=1e-6)
+
+
+class DecayDescent(Flux.optimise.AbstractRule):
+    """Optimisers.jl's documented example rule: the step `eta / sqrt(t) * dx` at the `t`-th update."""
+
+    def __init__(self, eta=0.1):
+        self.eta = eta
+
+    def init(self, x):
+        return 1
+
+    def apply_(self, state, x, dx):
+        return state + 1, self.eta / jnp.sqrt(state) * dx

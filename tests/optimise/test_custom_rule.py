@@ -11,17 +11,7 @@ import pytest
 
 import fluxjax as Flux
 from fluxjax import optimise as Optimisers
-
-
-class DecayDescent(Optimisers.AbstractRule):
-    def __init__(self, eta=0.1):
-        self.eta = eta
-
-    def init(self, x):
-        return 1
-
-    def apply_(self, state, x, dx):
-        return state + 1, self.eta / jnp.sqrt(state) * dx
+from tests.optimise.models import DecayDescent
 
 
 def _decayed(eta, steps):

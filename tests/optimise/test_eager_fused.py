@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 import fluxjax as Flux
 from fluxjax.optimise import eagerstep
+from tests.optimise.models import DecayDescent, assert_same_arrays, mse, stateful
 from tests.optimise.models import arrays as _arrays
-from tests.optimise.models import assert_same_arrays, mse, stateful
 from tests.optimise.models import mlp as _mlp
 from tests.optimise.models import tied as _tied
 from tests.optimise.models import tied_arrays as _tied_arrays
@@ -464,17 +464,6 @@ def test_list_items_replaced_between_steps(change, where, mode):
     _same(run(True), run(False))
 
 
-class _DecayDescent(Flux.optimise.AbstractRule):
-    def __init__(self, eta=0.1):
-        self.eta = eta
-
-    def init(self, x):
-        return 1
-
-    def apply_(self, state, x, dx):
-        return state + 1, self.eta / jnp.sqrt(state) * dx
-
-
 class _Noisy(Flux.optimise.AbstractRule):
     def __init__(self, eta=0.1):
         self.eta = eta
@@ -484,7 +473,7 @@ class _Noisy(Flux.optimise.AbstractRule):
 
 
 @pytest.mark.parametrize("mode", ["fused", "jit", "update_ alone", "implicit"])
-@pytest.mark.parametrize("rule, edit", [(_DecayDescent, True), (_Noisy, False)], ids=["field-set", "draws-noise"])
+@pytest.mark.parametrize("rule, edit", [(DecayDescent, True), (_Noisy, False)], ids=["field-set", "draws-noise"])
 def test_custom_rules_edited_or_drawing_noise(mode, rule, edit):
     """A custom rule's field set in place (`rule.eta = 0.5`) is used by the next step, and a rule that
     draws from the global key draws anew at every step, the key advancing as op by op: compiled alone,
