@@ -26,10 +26,11 @@ from jax.sharding import SingleDeviceSharding
 from ..core.keys import static_key
 from ..core.layer import structure_version
 from ..core.region import TRACER_ERROR, commit, current_region, mode_context, run_in_region
+from ..core.static_writes import static_writes
 from ..core.walk import Slot, Walk, set_many, walk
 from ..random import default_key, default_rng
 from .options import with_defaults
-from .plan import Plan, is_data, refresh_reads
+from .plan import Containers, Plan, is_data, refresh_reads
 
 PLAN_MISSES = 3  # see Entry.unused_plans
 PLAN_RETRY = 64  # ... and then a plan is made again every PLAN_RETRY walks, in case the calls settled
@@ -45,7 +46,7 @@ class Entry:
     """One cache entry: the program for one structure of the arguments (jax retraces it per shapes)."""
 
     __slots__ = ("top", "_nested", "_pure", "_jit_kwargs", "extra_slots", "extra_index", "out_trees", "out_tree",
-                 "current", "effects", "shared", "split", "traces", "unused_plans", "last_walked")
+                 "current", "effects", "shared", "split", "traces", "unused_plans", "last_walked", "wrote_fields")
 
     def __init__(self, pure: Callable, jit_kwargs: dict, shared: tuple | None, split: tuple | None):
         self._pure, self._jit_kwargs = pure, jit_kwargs
@@ -64,6 +65,9 @@ class Entry:
         self.traces = 0  # how many times the function has been traced for this entry
         self.unused_plans = 0  # plans of this entry made since one was last reused (see Jitted._worth_a_plan)
         self.last_walked: tuple = ()  # the models and function code of the entry's last call that walked
+        # fields of the models the trace set (`self.initialized = True`): the program, which runs none
+        # of that code, is used for the call that traced it only (fluxjax.core.layer.StaticWrites)
+        self.wrote_fields: list[str] = []
 
     def program(self, top: bool) -> Callable:
         """The compiled program: with fluxjax's compiler options at top level; without them under
@@ -344,7 +348,9 @@ class Jitted:
             set_many(w.slots, [(i, v) for where, v in changed.items() for i in where])
         for k, v in extra.items():
             commit(entry.extra_slot(k, w), v)
-        if plan is None and not kwargs and not statics[0] and w.reusable and self._worth_a_plan(entry, args):
+        if entry.wrote_fields:  # the next call runs the Python code again, as the eager call does
+            self._forget(entry)
+        elif plan is None and not kwargs and not statics[0] and w.reusable and self._worth_a_plan(entry, args):
             if self._plan is not None:
                 self._spare.insert(0, self._plan)
                 del self._spare[SPARE_PLANS:]
@@ -440,7 +446,12 @@ class Jitted:
                 # comes back with what the call wrote into it, as the eager call's does
                 return changed, extra, jax.tree_util.tree_flatten(result[0])
 
-            _, (changed, extra, (out_leaves, tree)) = run_in_region(run, zip(w.slots, xs), collect)
+            containers = Containers(w.containers)
+            with static_writes() as log:
+                _, (changed, extra, (out_leaves, tree)) = run_in_region(run, zip(w.slots, xs), collect)
+            entry.wrote_fields += log.changed()
+            if not containers.holds():
+                entry.wrote_fields.append("a list or dict of the arguments (an item set, added or removed)")
             entry.note_output(leaves, tree)
             return out_leaves, changed, extra
 
@@ -472,8 +483,10 @@ def jit(fn: Callable | None = None, **jit_kwargs: Any) -> Any:
     caller's objects. A call computes what the eager call computes: whatever the trace reads that is
     not an array (structure, static fields, closure and global values, dict order, the train/test mode
     Flux would pick) is part of the cache key, so a change retraces. Python side effects run while
-    tracing, as under `jax.jit`. One call runs at a time (a lock); the last `MAX_PROGRAMS` structures
-    are kept compiled.
+    tracing, as under `jax.jit`, except those on the models: a call whose code set a field of a layer
+    or of a custom rule (`self.initialized = True`), or an item of a list or dict in the arguments,
+    is not reused, so that the next call runs the code again, as the eager call does. One call runs
+    at a time (a lock); the last `MAX_PROGRAMS` structures are kept compiled.
 
     Keywords go to `jax.jit`. `static_argnums`/`static_argnames` and `donate_argnums` refer to the
     function's own arguments; on a CPU the program is scheduled by XLA's memory-optimised scheduler

@@ -27,8 +27,9 @@ When it is not used (`cached_pure` returns `NOT_RUN`, and the caller runs `fn` e
 Python side effects of `fn` (a custom rule that prints or appends to a list) happen once per
 compilation, while tracing, as under `jax.jit`; use `fluxjax.eager()` to keep them per call. A draw
 from the global key (a custom rule adding noise with `randn_like`) is not one: compiled here, the noise
-would be a constant of the program. Such a computation runs op by op, from its first call on, so
-that each call draws anew and advances the key, as Flux's does.
+would be a constant of the program; nor is a rule setting a field of its own (`self.t += 1`), which
+would happen once. Such a computation runs op by op, from its first call on, so that each call draws
+anew and advances the key, or sets the field, as Flux's does.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from jax._src.core import trace_state_clean  # no public API says whether a trac
 from ..core.layer import dict_order, restore_order
 from ..core.region import current_region
 from ..core.sharing import sharing
+from ..core.static_writes import static_writes
 from ..core.walk import ARRAY_TYPES
 from ..random import default_rng
 from .access import rebuilder
@@ -66,8 +68,9 @@ TRACE_ERRORS = (
 )
 
 
-class _DrawsRandom(Exception):
-    """Raised while tracing `fn` when it drew from the global key (see the module docstring)."""
+class _Impure(Exception):
+    """Raised while tracing `fn` when it drew from the global key or set a field of a rule (see the
+    module docstring)."""
 
 
 _tls = threading.local()
@@ -196,7 +199,7 @@ def cached_pure(key: tuple, keep: tuple, fn: Callable[[Any], Any], args: Any) ->
         try:
             with tracing_eager_call():
                 outs = prog.jitted(uniq)  # traces now
-        except (*TRACE_ERRORS, _DrawsRandom):
+        except (*TRACE_ERRORS, _Impure):
             with _lock:
                 _eager_only[key] = keep
             stats["eager"] += 1
@@ -219,11 +222,13 @@ def _compile(fn: Callable, treedef: Any, index: list, keep: tuple, in_order: Any
         stats["compiles"] += 1
         tracers = [uniq[j] for j in index]
         key = default_rng.key
-        with sharing():
+        with sharing(), static_writes() as log:
             res = fn(restore_order(treedef.unflatten(tracers), in_order))
+            if log.changed():  # a rule that sets a field of its own: done once, at the trace
+                raise _Impure
         if default_rng.key is not key:  # drawn at trace time: a constant of the program
             default_rng.key = key
-            raise _DrawsRandom
+            raise _Impure
         outs, out_def = jax.tree_util.tree_flatten(res)
         ins = {id(t): j for j, t in enumerate(uniq)}
         mine: dict[int, int] = {}

@@ -22,6 +22,7 @@ from typing import Any
 import jax
 
 from ..core.region import commit, run_in_region
+from ..core.static_writes import static_writes
 from ..core.walk import Slot, walk
 
 
@@ -85,7 +86,10 @@ def _scan(step, root: list, w, groups: list[int], ds, ok):
     def body(carry, d):
         values, ok = carry
         swaps = [(s, values[g]) for s, g in zip(slots, groups)]
-        (out, ok), new = run_in_region(lambda: step(d, ok), swaps, collect)
+        with static_writes() as log:
+            (out, ok), new = run_in_region(lambda: step(d, ok), swaps, collect)
+            if fields := log.changed():  # traced once, set once: the steps one by one set it as eager ones do
+                raise NotFusable(f"the step sets {', '.join(fields)}", settles=True)
         refined = _partition(new, groups)
         if refined != groups:
             raise _Regroup(refined)

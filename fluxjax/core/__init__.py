@@ -5,6 +5,8 @@
   signature of everything static; `rebuild`, the arguments made anew with new leaf values.
 - `trainables.py`: Optimisers.jl's trainable view (the arrays reached through trainable fields).
 - `plain.py`: plain objects (no `@layer`) that hold layers or float arrays, which the walk keeps static.
+- `static_writes.py`: the log of fields set on the models while a program is traced (a program whose
+  trace set one is not reused).
 - `region.py`: the state thread: `Region`, `rebind`, `commit`, `is_active`, `current_region`, and the
   one region runner `run_in_region`.
 - `keys.py`: what a compiled program depends on beside its inputs (`static_key`, `code_names`).

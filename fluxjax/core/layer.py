@@ -21,6 +21,8 @@ import numpy as np
 from jax.tree_util import GetAttrKey
 
 from .lazy import lazy_new
+from .static_writes import mark_born, note_write
+from .static_writes import use_layers as static_writes_use_layers
 
 LAYER_TYPES: set[type] = set()  # the classes registered by `@layer` (and the global RNG holder); read, never change
 
@@ -52,6 +54,7 @@ def _bumping(cls: type) -> None:
             # the field back when it ends (fluxjax.core.region.set_traced_attribute)
             if _set and isinstance(a[1], jax.core.Tracer) and _traced_set(self, *a):
                 return
+            note_write(self, a[0])
             _orig(self, *a)
             _version[0] += 1
             if _RECORDED:
@@ -98,6 +101,7 @@ def _marking_init(cls: type) -> None:
         r = _thread["current_region"]() if _thread else None
         if r is not None:
             r.born.add(id(self))
+        mark_born(self)
         _init(self, *a, **k)
 
     __init__._fluxjax_marks = True
@@ -197,6 +201,9 @@ _RECORDED: dict[int, tuple] = {}
 
 def _forget(obj) -> None:
     _RECORDED.pop(id(obj), None)
+
+
+static_writes_use_layers(bump, _forget)
 
 
 def _flatten_recorded(obj, fields):

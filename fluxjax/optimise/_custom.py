@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import optax
 
 from ..core.layer import bump
+from ..core.static_writes import mark_born, note_write
 from ._rule_base import DeltaUpdate, PyTree, Rule, _is_none
 
 __all__ = ["AbstractRule", "init", "apply_"]
@@ -40,7 +41,9 @@ class AbstractRule(Rule):
     """
 
     def __new__(cls, *args: Any, **kwargs: Any) -> AbstractRule:
-        return cls._create()
+        new = cls._create()
+        mark_born(new)
+        return new
 
     @classmethod
     def _check(cls, hp: dict) -> dict:
@@ -62,6 +65,7 @@ class AbstractRule(Rule):
     def __setattr__(self, name: str, value: Any) -> None:
         """`rule.eta = 0.5` changes what every compiled step with this rule computes: the structure
         version moves, so compiled calls walk their arguments again and key on the new fields."""
+        note_write(self, name)
         object.__setattr__(self, name, value)
         bump()
 

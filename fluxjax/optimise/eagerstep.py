@@ -32,8 +32,8 @@ program computes them, so they agree to rounding, as every compiled call does). 
 
 Only calls with one model (or one `Params`) argument are fused; `jit=False`, `fluxjax.eager()` and
 calls inside a trace never are, nor is a step whose rule draws from the global key (a noisy custom
-rule: held back, its draw would not advance the key). Python side effects of `f` happen while
-tracing, as for the compiled `withgradient` itself.
+rule: held back, its draw would not advance the key) or sets a field of its own. Python side
+effects of `f` happen while tracing, as for the compiled `withgradient` itself.
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ from ..compiled.call import jit as _fluxjax_jit
 from ..compiled.plan import Containers
 from ..core.layer import LAYER_TYPES, structure_version
 from ..core.region import current_region, run_in_region
+from ..core.static_writes import static_writes
 from ..core.walk import walk
 from ..random import default_rng
 from ..zygote import api
@@ -98,7 +99,11 @@ def _held_back(roots: list, step: Callable[[], Any]) -> dict:
                 new.setdefault(id(b), (b, []))[1].append(i)
         return {tuple(where): v for v, where in new.values()}
 
-    return run_in_region(step, collect=collect)[1]
+    with static_writes() as log:
+        new = run_in_region(step, collect=collect)[1]
+        if log.changed():
+            raise _NotFusable  # the step sets a field (a rule's): held back, that would not happen
+    return new
 
 
 def _fused(name: str) -> Callable:

@@ -254,8 +254,9 @@ def train_(loss: Callable, model: Any, data: Iterable, opt_state: Any, *rest: An
     code), `train_` runs `CHECK_EVERY` steps of small batches (up to `FUSE_MAX_BATCH_BYTES` each) of one
     shape per XLA call, as a `jax.lax.scan` (`fuse=False`: one call per step). The numbers are those of
     the steps one by one; Python code in the loss runs while tracing, as under `jax.jit`. A step the scan
-    cannot carry (one that writes beside the model, its optimiser state and the global key) runs one
-    call per step.
+    cannot carry (one that writes beside the model, its optimiser state and the global key, or sets a
+    field, as a layer's data-dependent initialisation `self.initialized = True` does) runs one call
+    per step.
 
     Progress (`tqdm.auto`, the `progress` extra): `progress=None` (the default) shows a bar with the
     latest loss for data with a length of 100 or more at a terminal or in Jupyter; `progress=True`

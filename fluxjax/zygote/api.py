@@ -36,7 +36,8 @@ from .plan import WithGradient, _grads, _plan, _used_inputs, zygote_cotangents, 
 # that is not an array, and the structure of everything are the cache key. So a training loop compiles
 # once and then runs one XLA call per gradient, with the numbers of the op-by-op call (rtol 1e-6).
 #
-# Python side effects of `f` happen while tracing (once per compilation), as under `jax.jit`. The
+# Python side effects of `f` happen while tracing (once per compilation), as under `jax.jit`, but for
+# fields set on the models, which make the next call run the code again (see `fluxjax.jit`). The
 # op-by-op call is kept: with `jit=False`, inside `with fluxjax.eager():`, inside any trace, and for a
 # function whose tracing failed (Python control flow on a traced value, an output that is not an
 # array): that call then runs op by op, and its code is remembered so that it always does.

@@ -1,5 +1,6 @@
-"""The small models and comparisons that the tests of fused steps share (`train_`'s scan in
-test_fused.py, the fused eager loop in test_eager_fused.py): 3 inputs, 2 outputs."""
+"""The small models and comparisons that the tests of fused and compiled steps share (`train_`'s scan
+in test_fused.py, the fused eager loop in test_eager_fused.py, fields set while tracing in
+tests/compiled): 3 inputs, 2 outputs."""
 
 import jax
 import jax.numpy as jnp
@@ -33,6 +34,24 @@ def tied_arrays():
     a, b = Flux.Dense(3, 3, Flux.tanh), Flux.Dense(3, 3)
     b.weight = a.weight
     return Flux.Chain(a, b, Flux.Dense(3, 2))
+
+
+@Flux.layer
+class ActNorm:
+    """Glow's activation normalisation: the first batch it sees sets its scale and bias (data-dependent
+    initialisation), which a Python flag records."""
+
+    def __init__(self, n: int):
+        self.scale = jnp.ones((n, 1))
+        self.bias = jnp.zeros((n, 1))
+        self.initialized = False
+
+    def __call__(self, x):
+        if not self.initialized:
+            self.bias = -jnp.mean(x, axis=1, keepdims=True)
+            self.scale = 1 / (jnp.std(x, axis=1, keepdims=True) + 1e-6)
+            self.initialized = True
+        return self.scale * (x + self.bias)
 
 
 def arrays(*trees) -> list:
