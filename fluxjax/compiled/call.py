@@ -66,7 +66,7 @@ class Entry:
         self.unused_plans = 0  # plans of this entry made since one was last reused (see Jitted._worth_a_plan)
         self.last_walked: tuple = ()  # the models and function code of the entry's last call that walked
         # fields of the models the trace set (`self.initialized = True`): the program, which runs none
-        # of that code, is used for the call that traced it only (fluxjax.core.layer.StaticWrites)
+        # of that code, is used for the call that traced it only (fluxjax.core.static_writes)
         self.wrote_fields: list[str] = []
 
     def program(self, top: bool) -> Callable:

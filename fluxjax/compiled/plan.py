@@ -89,23 +89,43 @@ def _snapshot(c: list | dict) -> tuple:
 class Containers:
     """The lists and dicts of a walk, as they are now: `holds()` tells whether they still hold the same
     objects (any array where an array was, a tuple of arrays of the same structure where one was),
-    so that the walk's slots still reach the same places. A `Plan` generates this check as code; the
-    fused eager step (`optimise/eagerstep.py`) calls it on its own walk."""
+    so that the walk's slots still reach the same places. The fused eager step (`optimise/eagerstep.py`)
+    calls it on its own walk; a `Plan` makes the same check part of its own (`_container_checks`)."""
 
-    __slots__ = ("items",)
+    __slots__ = ("items", "holds")
 
     def __init__(self, containers: list):
         self.items = [(c, *_snapshot(c)) for c in containers]
+        src = Source(_CONCRETE=_concrete(), _fits=_fits)
+        self.holds: Callable[[], bool] = src.compile(
+            "def holds():\n    return (" + "\n            and ".join(["True", *_container_checks(src, self.items)]) + ")\n",
+            "holds")
 
-    def holds(self) -> bool:
-        for c, keys, refs in self.items:
-            if len(c) != len(refs) or (keys is not None and tuple(c) != keys):
-                return False
-            for e, r in zip(c.values() if keys is not None else c, refs):
-                if not (e is r or (r is AN_ARRAY and isinstance(e, ARRAY_TYPES))
-                        or (type(r) is _ArraysTree and (e is r.value or _fits(e, r.treedef)))):
-                    return False
-        return True
+
+def _container_checks(src: Source, containers: list) -> list[str]:
+    """The conditions that each container of `containers` (`(c, keys, refs)`, `c` with `_snapshot(c)`)
+    holds what its snapshot says: the same length and keys, and each item the same object, or any array
+    where an array was, or a tuple of arrays of the same structure where one was. The snapshots are read
+    from `containers` at each check, so that replacing one there (a `Plan` does, for the containers
+    whose tuples its calls rebuild) needs no new code. The env of `src` must hold `_fits`."""
+    snapshots = src.name(containers)
+    conds = []
+    for n, (c, keys, refs) in enumerate(containers):
+        cn = src.name(c)
+        conds.append(f"len({cn}) == {len(refs)}")
+        if keys is not None:
+            conds.append(f"tuple({cn}) == {src.name(keys)}")
+            items = [f"{cn}[{src.literal(k)}]" for k in keys]
+        else:
+            items = [f"{cn}[{i}]" for i in range(len(refs))]
+        conds += [
+            _is_kind(src, e, None) if r is AN_ARRAY
+            else f"({e} is {snapshots}[{n}][2][{i}].value or _fits({e}, {snapshots}[{n}][2][{i}].treedef))"
+            if type(r) is _ArraysTree
+            else f"{e} is {snapshots}[{n}][2][{i}]"
+            for i, (e, r) in enumerate(zip(items, refs))
+        ]
+    return conds
 
 
 def _is_kind(src: Source, a: str, sig: Any) -> str:
@@ -261,22 +281,7 @@ class Plan:
             else:
                 conds.append(f"type({a}) is {src.name(k[1])} and len({a}) == {len(k[2])}")
                 conds += [_is_kind(src, f"{a}[{j}]", sig) for j, sig in enumerate(k[2])]
-        snapshots = src.name(self.containers)  # items that are not arrays: as in the latest snapshot
-        for n, (c, keys, refs) in enumerate(self.containers):
-            cn = src.name(c)
-            conds.append(f"len({cn}) == {len(refs)}")
-            if keys is not None:
-                conds.append(f"tuple({cn}) == {src.name(keys)}")
-                items = [f"{cn}[{src.literal(k)}]" for k in keys]
-            else:
-                items = [f"{cn}[{i}]" for i in range(len(refs))]
-            conds += [
-                _is_kind(src, e, None) if r is AN_ARRAY
-                else f"({e} is {snapshots}[{n}][2][{i}].value or _fits({e}, {snapshots}[{n}][2][{i}].treedef))"
-                if type(r) is _ArraysTree
-                else f"{e} is {snapshots}[{n}][2][{i}]"
-                for i, (e, r) in enumerate(zip(items, refs))
-            ]
+        conds += _container_checks(src, self.containers)
         for slot, v in self.walk.watched:  # what the walked functions read
             e = src.base(slot)
             if self.walk.read_arrays and isinstance(v, ARRAY_TYPES):
