@@ -6,7 +6,8 @@ from ._custom import AbstractRule, apply_, init
 from ._rule_base import ScheduleState
 from .rules import *  # noqa: F403  (the rules module declares __all__)
 from .rules import __all__ as _rules_all
-from .train import NonFiniteLoss, TrainHistory, train_, trainstep_, trainstep_withgradient_
+from .train import NonFiniteLoss, TrainHistory, train_
+from .trainstep import trainstep_, trainstep_withgradient_
 from .tree import Leaf, adjust, adjust_, freeze_, setup, thaw_, update, update_
 from .wholetree import Part, TreeState
 

@@ -10,7 +10,7 @@ import pytest
 
 import fluxjax as Flux
 from fluxjax.optimise import Adam, Descent, Momentum, setup, trainstep_, trainstep_withgradient_, update_
-from fluxjax.optimise.train import _compiled_step
+from fluxjax.optimise.trainstep import _compiled_step
 from tests.optimise.regression import X, Y, mse
 from tests.optimise.regression import mlp as _mlp
 

@@ -1,0 +1,116 @@
+"""One cache entry of `fluxjax.jit`: the compiled program for one structure of the arguments (jax
+retraces it per input shapes), what it writes beside its inputs, and its output structures."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+
+from ..core.walk import Slot
+from .options import with_defaults
+
+_MANY = object()  # an entry whose programs (one per input shapes) return differently structured outputs
+
+
+class Entry:
+    """One cache entry: the program for one structure of the arguments (jax retraces it per shapes)."""
+
+    __slots__ = ("top", "_nested", "_pure", "_jit_kwargs", "extra_slots", "extra_index", "out_trees", "out_tree",
+                 "current", "effects", "shared", "split", "traces", "unused_plans", "last_walked", "wrote_fields")
+
+    def __init__(self, pure: Callable, jit_kwargs: dict, shared: tuple | None, split: tuple | None):
+        self._pure, self._jit_kwargs = pure, jit_kwargs
+        self.top = jax.jit(pure, **with_defaults(jit_kwargs))
+        self._nested = None
+        # what the function rebinds that is not among its inputs: a slot of a layer of the walk as
+        # (layer's index, key, attr, path), resolved in each call's walk; any other as its `Slot`
+        self.extra_slots: list[Slot | tuple] = []
+        self.extra_index: dict[tuple, int] = {}
+        self.out_trees: dict[tuple, Any] = {}  # input avals -> output structure
+        self.out_tree: Any = None  # the one output structure, or _MANY
+        self.current: tuple | None = None  # (box, walk, statics) of the call being traced
+        self.effects: bool | None = None  # whether the program has side effects (known once traced)
+        self.shared = shared  # see _sharing_pattern
+        self.split = split  # (donated inputs, kept inputs) when the caller donates arguments
+        self.traces = 0  # how many times the function has been traced for this entry
+        self.unused_plans = 0  # plans of this entry made since one was last reused (see Jitted._worth_a_plan)
+        self.last_walked: tuple = ()  # the models and function code of the entry's last call that walked
+        # fields of the models the trace set (`self.initialized = True`): the program, which runs none
+        # of that code, is used for the call that traced it only (fluxjax.core.static_writes)
+        self.wrote_fields: list[str] = []
+
+    def program(self, top: bool) -> Callable:
+        """The compiled program: with fluxjax's compiler options at top level; without them under
+        another trace (`jax.jit` takes compiler options only at top level)."""
+        if top:
+            return self.top
+        if self._nested is None:
+            self._nested = jax.jit(self._pure, **self._jit_kwargs)
+        return self._nested
+
+    def note_output(self, leaves: Sequence, tree: Any) -> None:
+        """At trace time: the output structure for these (traced) inputs."""
+        self.traces += 1
+        self.out_trees[_avals(leaves)] = tree
+        self.out_tree = tree if self.out_tree is None or (self.out_tree is not _MANY and self.out_tree == tree) else _MANY
+
+    def extra_slot(self, k: int, w: Any) -> Slot:
+        """Where the program's `k`-th extra output goes in the call whose walk is `w`."""
+        s = self.extra_slots[k]
+        if type(s) is tuple:
+            i, key, attr, path = s
+            return Slot(w.layer_list[i], key, attr, path)
+        return s
+
+    def call(self, leaves: list, top: bool = True) -> tuple[list, dict, dict, Any]:
+        """Run the program on its inputs (`top`: no trace is under way): `(output leaves, changed,
+        extra, output structure)`."""
+        program = self.top if top else self.program(top)
+        if self.split is None and self.effects is False:  # the common case, kept short
+            out_leaves, changed, extra = program(leaves)
+            tree = self.out_tree
+            return out_leaves, changed, extra, (self.out_trees[_avals(leaves)] if tree is _MANY else tree)
+        args = (leaves,) if self.split is None else tuple([leaves[i] for i in part] for part in self.split)
+        if self.effects is None:  # jax caches this trace: the call below does not trace again
+            self.effects = bool(program.trace(*args).jaxpr.effects)
+        out_leaves, changed, extra = program(*args)
+        if self.effects:
+            # a host callback can fail after dispatch returns: its error must surface before
+            # anything is written back, not on some later read of the model
+            try:
+                jax.block_until_ready((out_leaves, changed, extra))
+            except Exception:
+                _forget_failed_tokens()
+                raise
+        tree = self.out_tree
+        if tree is _MANY:
+            tree = self.out_trees[_avals(leaves)]
+        return out_leaves, changed, extra, tree
+
+
+def _avals(leaves: Sequence) -> tuple:
+    out = []
+    for x in leaves:
+        a = jax.typeof(x)
+        out.append((a.shape, jax.dtypes.canonicalize_dtype(a.dtype), a.weak_type))
+    return tuple(out)
+
+
+def _forget_failed_tokens() -> None:
+    """Drop the effect tokens of a program that failed after dispatch. jax keeps the failed token as
+    the input of the next program with the same ordered effect, which would then fail with the old
+    error forever; a failure raised during dispatch leaves the previous token, so this restores that."""
+    from jax._src import dispatch  # no public API resets one effect's token
+
+    tokens = dispatch.runtime_tokens
+    for table in (tokens.current_tokens, tokens.output_runtime_tokens):
+        for k, tok in list(table.items()):
+            try:
+                tok.block_until_ready()
+            except Exception:
+                del table[k]
+
+
+__all__ = ["Entry"]
