@@ -82,9 +82,14 @@ def _holds_param(v, depth) -> bool:
 
 
 def _holds_layer(v, depth: int = PLAIN_DEPTH) -> bool:
-    """A layer, or a list/tuple/dict or (up to `depth` levels) plain object holding one."""
-    if type(v) in LAYER_TYPES:
+    """A layer, or a list/tuple/dict, one of fluxjax's pytree nodes (an optimiser state tree's
+    `Tangent`) or (up to `depth` levels) a plain object holding one."""
+    t = type(v)
+    if t in LAYER_TYPES:
         return True
-    if type(v) in (list, tuple, dict):
-        return any(_holds_layer(e, depth) for e in (v.values() if type(v) is dict else v))
+    if t in (list, tuple, dict) or isinstance(v, tuple):
+        return any(_holds_layer(e, depth) for e in (v.values() if t is dict else v))
+    if t.__module__.partition(".")[0] == "fluxjax" and not isinstance(v, type):
+        children, _ = jax.tree_util.tree_flatten(v, is_leaf=lambda z: z is not v)
+        return not (len(children) == 1 and children[0] is v) and any(_holds_layer(e, depth) for e in children)
     return depth > 0 and _plain_holding_layer(v, depth)

@@ -208,3 +208,65 @@ def test_state_of_a_layer_read_through_plain_objects_moves_every_call(nest):
         np.testing.assert_allclose(norm.mu, (1 - 0.9 ** n) * mean, rtol=1e-5)
     if nest <= PLAIN_DEPTH:  # walked: the statistics are inputs, one program serves every call
         assert f.compilations == 1
+
+
+OPT_MODEL = OPT_STATE = None
+
+
+def _global_step(x):
+    g = Flux.gradient(lambda m: jnp.sum(m[0](x) ** 2), OPT_MODEL)
+    Flux.update_(OPT_STATE, OPT_MODEL, g[0])
+
+
+@pytest.mark.parametrize("rule", [Flux.Momentum(0.1), Flux.Adam(0.05)], ids=["Momentum", "Adam"])
+@pytest.mark.parametrize("reach", ["global", "closure", "plain object", "tuple model"])
+def test_an_optimiser_state_the_function_reads_moves_every_call(rule, reach):
+    """A model and its optimiser state reached through a global, a closure cell or a plain object
+    (a list model's state is a list of `Tangent`s holding `Leaf`s): the state's arrays are inputs of
+    the program, so each call's momentum follows the previous call's, as eagerly."""
+    import types
+
+    global OPT_MODEL, OPT_STATE
+
+    def make():
+        Flux.seed_(0)
+        m = [Flux.Dense(jnp.ones((1, 2)), False), Flux.Dense(2, 1)]
+        if reach == "tuple model":
+            m = (m[0], m[1])
+        return m, Flux.setup(rule, m)
+
+    def stepper(m, o):
+        if reach in ("global", "tuple model"):
+            global OPT_MODEL, OPT_STATE
+            OPT_MODEL, OPT_STATE = m, o
+            return _global_step
+        if reach == "closure":
+            def closure_step(x):
+                g = Flux.gradient(lambda m: jnp.sum(m[0](x) ** 2), m)
+                Flux.update_(o, m, g[0])
+            return closure_step
+        trainer = types.SimpleNamespace(model=m, opt=o)
+
+        def plain_step(x):
+            g = Flux.gradient(lambda m: jnp.sum(m[0](x) ** 2), trainer.model)
+            Flux.update_(trainer.opt, trainer.model, g[0])
+        return plain_step
+
+    x = jnp.ones((2, 1))
+    try:
+        m, o = make()
+        with Flux.eager():
+            step = stepper(m, o)
+            for _ in range(4):
+                step(x)
+        m2, o2 = make()
+        f = Flux.jit(stepper(m2, o2))
+        for _ in range(4):
+            f(x)
+        for a, b in zip(jax.tree_util.tree_leaves((m, o)), jax.tree_util.tree_leaves((m2, o2))):
+            np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-5, atol=1e-7)
+        # inputs, not constants: no program per call (Adam's first step turns its Python-number step
+        # counter into an array, a second structure)
+        assert f.compilations <= 2
+    finally:
+        OPT_MODEL = OPT_STATE = None
