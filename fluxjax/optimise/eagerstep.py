@@ -93,6 +93,9 @@ def _held_back(roots: list, step: Callable[[], Any]) -> dict:
         after = walk(roots)
         if after.signature != before.signature:
             raise _NotFusable  # the step changes the structure (a state made anew): not fused
+        owners = set(after.layers) | {id(s.owner) for s in after.slots}
+        if any(id(s.owner) not in owners for s in region.written.values()):
+            raise _NotFusable  # it writes where the walk does not reach (`Params([W, b])` of a closure's model)
         new: dict[int, tuple[Any, list]] = {}
         for i, (a, b) in enumerate(zip(before.leaves, after.leaves)):
             if b is not a:

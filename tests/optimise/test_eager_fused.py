@@ -288,11 +288,12 @@ def test_any_sequence_of_loop_edits_matches_op_by_op(ops):
     _same(run(True), run(False))
 
 
-def _implicit_loop(build, rule, steps, *, fused, withgradient=False, fresh_params=False, between=None):
+def _implicit_loop(build, rule, steps, *, fused, withgradient=False, fresh_params=False, between=None,
+                   make_params=Flux.params):
     """Flux 0.13's loop: `gs = gradient(() -> loss, ps); update_(rule, ps, gs)`."""
     Flux.seed_(1)
     m = build()
-    ps = Flux.params(m)
+    ps = make_params(m)
     Flux.seed_(7)
     losses = []
     with contextlib.nullcontext() if fused else Flux.eager():
@@ -352,11 +353,21 @@ def _intersect(k, m, ps, gs):
         ps.intersect_([m.layers[3].weight, m.layers[3].bias])
 
 
+def _bare_arrays(m):
+    return Flux.Params([m.layers[3].weight, m.layers[3].bias])  # found in the loss's closure by `gradient`
+
+
+def _add(k, m, ps, gs):
+    if k == 1:
+        ps.add(m.layers[0].weight)  # a bare array added: no slot until `gradient` finds it
+
+
 IMPLICIT_CASES = {
     "withgradient": {"withgradient": True}, "fresh-params": {"fresh_params": True},
     "rebind": {"between": _rebind}, "another-gradient": {"between": _another_gradient},
     "setindex": {"between": _setindex}, "copy_": {"between": _copy_from}, "merge_": {"between": _merge},
     "delete": {"between": _delete}, "intersect_": {"between": _intersect},
+    "Params of bare arrays": {"make_params": _bare_arrays}, "add": {"between": _add},
 }
 
 
@@ -364,7 +375,8 @@ IMPLICIT_CASES = {
 def test_implicit_variants_and_changes_between_the_calls(case):
     """The implicit loop with its variants, and with changes between `gradient` and `update_`: a
     rebound weight, another gradient taken, the `Grads` edited in place (`gs[W] = ...`, `copy_`, `merge_`),
-    parameters taken out of the `Params` (`delete`, `intersect_`)."""
+    parameters taken out of the `Params` (`delete`, `intersect_`) or added as bare arrays (`Params([W, b])`,
+    `add`: the update then writes where the fused step's walk does not reach, and it is not fused)."""
     kw = IMPLICIT_CASES[case]
     rule = Flux.Momentum(0.05)
     _same(_implicit_loop(_stateful, rule, 5, fused=True, **kw), _implicit_loop(_stateful, rule, 5, fused=False, **kw))
