@@ -14,7 +14,7 @@ X = jnp.arange(8.0).reshape(2, 4)
 def _no_tracers(m):
     assert not any(isinstance(a, jax.core.Tracer) for a in jax.tree_util.tree_leaves(m))
     for lay in Flux.modules(m):
-        assert not any(isinstance(v, jax.core.Tracer) for v in getattr(lay, "__dict__", {}).values())
+        assert not any(isinstance(v, jax.core.Tracer) for v in jax.tree_util.tree_leaves(getattr(lay, "__dict__", {})))
 
 
 def test_train_mode_batchnorm_under_jax_grad_of_the_input_writes_concrete_statistics():
@@ -67,6 +67,63 @@ def test_setting_attributes_inside_a_region_leaves_no_tracer(how):
     _no_tracers(d)
     np.testing.assert_allclose(d.extra, 2 * w, rtol=1e-6)  # the write lands, as in Flux
     np.testing.assert_allclose(d.weight, w, rtol=1e-6)
+
+
+@Flux.layer(trainable=("d",))
+class KeepsState:
+    """Flux 0.14's `Recur` idiom: the state kept in a field as a container of arrays, set at each call."""
+
+    def __init__(self, state):
+        self.d = Flux.Dense(jnp.ones((2, 2)), False)
+        self.state = state
+
+    def __call__(self, x):
+        h = self.d(x) + _hc(self.state)[0]
+        self.state = _like(self.state, h, 2 * h)
+        return h
+
+
+def _hc(state):
+    """`(h, c)` of a state made by `_like`."""
+    if isinstance(state, dict):
+        return state["h"], state["c"]
+    return tuple(state[0]) if isinstance(state[0], tuple) else tuple(state)
+
+
+def _like(state, a, b):
+    if isinstance(state, dict):
+        return {"h": a, "c": b}
+    if isinstance(state, list) and isinstance(state[0], tuple):
+        return [(a, b)]
+    return type(state)([a, b])
+
+
+STATES = {"tuple": lambda: (jnp.zeros(2), jnp.zeros(2)), "list": lambda: [jnp.zeros(2), jnp.zeros(2)],
+          "dict": lambda: {"h": jnp.zeros(2), "c": jnp.zeros(2)}, "tuple in list": lambda: [(jnp.zeros(2), jnp.zeros(2))]}
+
+
+@pytest.mark.parametrize("how", ["eager gradient", "gradient", "jit", "jit of gradient"])
+@pytest.mark.parametrize("kind", sorted(STATES))
+def test_a_field_set_to_a_container_of_traced_arrays(kind, how):
+    """The write lands with concrete arrays (no tracer left in the model, none dropped), and each call
+    reads the previous call's state, as eagerly."""
+    make = STATES[kind]
+    init = make()
+    m = KeepsState(init)
+    loss = (lambda m, x: jnp.sum(m(x)))
+    jitted = Flux.jit(loss if how == "jit" else lambda m, x: Flux.gradient(loss, m, x))
+    run = {"eager gradient": lambda x: Flux.gradient(loss, m, x, jit=False),
+           "gradient": lambda x: Flux.gradient(loss, m, x)}.get(how, lambda x: jitted(m, x))
+    x = jnp.ones(2)
+    h = np.zeros(2)
+    for _ in range(3):
+        run(x)
+        _no_tracers(m)
+        h = 2.0 + h  # ones((2, 2)) @ ones(2) + previous h
+        now = _hc(m.state)
+        np.testing.assert_allclose(now[0], h)
+        np.testing.assert_allclose(now[1], 2 * h)
+        assert type(m.state) is type(init)
 
 
 def test_checkpointed_with_batchnorm_inside_gradient():
