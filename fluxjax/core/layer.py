@@ -42,6 +42,9 @@ def bump() -> None:
     _version[0] += 1
 
 
+_CONTAINERS = (list, tuple, dict)  # a field set to one of these may hold traced values (a recurrent `(h, c)`)
+
+
 def _bumping(cls: type) -> None:
     """Make `cls`'s `__setattr__`/`__delattr__` bump the structure version after doing their work."""
     for name in ("__setattr__", "__delattr__"):
@@ -52,7 +55,7 @@ def _bumping(cls: type) -> None:
         def hook(self, *a, _orig=orig, _set=name == "__setattr__"):
             # a traced value set on a live layer inside a region goes through the region, which puts
             # the field back when it ends (fluxjax.core.region.set_traced_attribute)
-            if _set and isinstance(a[1], jax.core.Tracer) and _traced_set(self, *a):
+            if _set and (isinstance(a[1], jax.core.Tracer) or type(a[1]) in _CONTAINERS) and _traced_set(self, *a):
                 return
             note_write(self, a[0])
             _orig(self, *a)

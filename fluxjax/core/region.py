@@ -110,11 +110,15 @@ def mode_context() -> bool:
 
 
 def set_traced_attribute(obj: Any, name: str, value: Any) -> bool:
-    """Route `obj.name = value` of a traced value inside a region through the region (so the field is
-    restored, or removed if it is new, when the region ends, and its value is returned to the caller
-    like any state write). Returns False when that does not apply (no region, or a concrete value)."""
+    """Route `obj.name = value` of a traced value (or a list, tuple or dict holding one: a recurrent
+    layer's `(h, c)`) inside a region through the region (so the field is restored, or removed if it is
+    new, when the region ends, and its value is returned to the caller like any state write). Returns
+    False when that does not apply (no region, or a concrete value)."""
     s = _stack()
-    if not s or not isinstance(value, jax.core.Tracer) or any(id(obj) in r.born for r in s):
+    if not s or any(id(obj) in r.born for r in s):
+        return False
+    if not isinstance(value, jax.core.Tracer) and not any(
+            isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(value)):
         return False
     s[-1].write(Slot(obj, name, True), value)
     return True
@@ -172,13 +176,16 @@ def is_active(layer: Any) -> bool:
     return mode_context()
 
 
-def within_gradient() -> bool:
-    """True inside `gradient`/`pullback`/`withgradient`/`train_` (NNlib's `within_gradient`).
+def within_gradient(x: Any = None) -> bool:
+    """True inside `gradient`/`pullback`/`withgradient`/`train_` (NNlib's `within_gradient(x)`; the
+    argument, which NNlib takes and ignores, may be left out).
 
     ```python
     >>> within_gradient()
     False
     >>> gradient(lambda x: x * within_gradient(), 3.0)   # True (1) inside the gradient
+    (Array(1., dtype=float32, weak_type=True),)
+    >>> gradient(lambda x: x * within_gradient(x), 3.0)  # NNlib's spelling, with an argument
     (Array(1., dtype=float32, weak_type=True),)
 
     ```
@@ -200,12 +207,26 @@ def layer_key(layer: Any, field: str = "rng"):
 def guard_writes(keep) -> None:
     """In the innermost region, make every write so far conditional: where `keep` is False the
     slots get their original values back (used by `train_` to skip a non-finite step inside jit). An
-    attribute the region added cannot be absent on a condition: it keeps its new value."""
+    attribute the region added cannot be absent on a condition: it keeps its new value. Nor can a
+    value have one shape on a condition and another otherwise: a field whose new value differs from
+    the old in structure or in the shape of an array (Flux 0.14's `Recur` state, `(out,)` before the
+    first call and `(out, batch)` after it) also keeps its new value, also when the step is skipped.
+    An array whose dtype changed gets its old value back in the new dtype."""
     region = _stack()[-1]
+    jnp = jax.numpy
     with sharing():  # values the slots shared stay shared
         for ident, slot in region.written.items():
-            if region.before[ident] is not ABSENT:
-                slot.set(select(keep, slot.get(), region.before[ident]))
+            before = region.before[ident]
+            if before is ABSENT:
+                continue
+            new = slot.get()
+            old_leaves, old_tree = jax.tree_util.tree_flatten(before)
+            new_leaves, new_tree = jax.tree_util.tree_flatten(new)
+            if old_tree != new_tree or any(jnp.shape(a) != jnp.shape(b) for a, b in zip(new_leaves, old_leaves)):
+                continue  # not selectable elementwise (a `where` would broadcast, or fail): keep the new value
+            old_leaves = [b if a is b or jnp.result_type(a) == jnp.result_type(b) else jnp.asarray(b, jnp.result_type(a))
+                          for a, b in zip(new_leaves, old_leaves)]
+            slot.set(select(keep, new, jax.tree_util.tree_unflatten(old_tree, old_leaves)))
 
 
 random_use_state_thread(current_region, rebind)

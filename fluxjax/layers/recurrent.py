@@ -10,7 +10,10 @@ A *layer* (`RNN`, `LSTM`, `GRU`, `GRUv3`, `Recurrence`) runs a cell over a whole
 `(out, len)` or `(out, len, batch)`, the per-step outputs stacked on axis 1. With
 `return_state=True` it returns `(outputs, last_state)`. The time loop is one `jax.lax.scan` (time
 moved to the front inside), so the sequence length does not grow the compiled program; the built-in
-cells run batch-major inside it (see `_scan_batch_major`).
+cells run batch-major inside it. It computes what the cell unrolled in a Python loop computes: a
+custom cell (or a subclass of a built-in one) may read globals, draw random numbers or ask
+`within_gradient()` at each step, and a cell that cannot be a scan body is unrolled (see
+`recurrent_scan.py`).
 
 Weights and formulas are Flux's, so weights trained in Flux load and give the same outputs:
 
@@ -28,16 +31,14 @@ Flux's gates use NNlib's fast `sigmoid_fast`/`tanh_fast`; here they are XLA's ow
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 
 from .._checks import match_eltype
-from ..core.layer import is_layer, layer, state_fields
+from ..core.layer import layer
 from ..errors import DimensionMismatch, describe
-from ..functors import all_layers
 from .recurrent_cells import (
     _BUILTIN_CELLS,
     GRUCell,
@@ -47,9 +48,9 @@ from .recurrent_cells import (
     _as_state,
     _check_input,
     _check_state,
-    _col,
     initialstates,
 )
+from .recurrent_scan import scan_cell
 
 __all__ = [
     "RNNCell",
@@ -65,105 +66,6 @@ __all__ = [
 ]
 
 
-# ---------------------------------------------------------------------------------------------
-# running a cell over a sequence
-
-
-def _has_state(cell: Any) -> bool:
-    return any(state_fields(m) for m in all_layers(cell))
-
-
-def _carry_like(step: Callable, x0: Any, state: Any) -> Any:
-    """Give the initial state the shapes and dtypes the step returns (a vector state becomes
-    `(out, batch)` when the input is batched), so that it can be `lax.scan`'s carry."""
-    spec = lambda a: jax.ShapeDtypeStruct(jnp.shape(a), jnp.result_type(a))
-    _, new = jax.eval_shape(step, x0, jax.tree_util.tree_map(spec, state))
-    leaves, treedef = jax.tree_util.tree_flatten(new)
-    old = jax.tree_util.tree_leaves(state)
-    if len(old) != len(leaves):
-        raise ValueError(
-            f"recurrent cell returned a state with {len(leaves)} arrays, but the state given has {len(old)}"
-        )
-    out = []
-    for a, s in zip(old, leaves, strict=True):
-        a = jnp.asarray(a, s.dtype)
-        if a.shape != s.shape:
-            a = jnp.broadcast_to(_col(a, len(s.shape)), s.shape)
-        out.append(a)
-    return jax.tree_util.tree_unflatten(treedef, out)
-
-
-def _scan_traced(cell: Any, x: jax.Array, state: Any) -> tuple[Any, Any]:
-    if isinstance(cell, _BUILTIN_CELLS):
-        return _scan_batch_major(cell, x, state)
-    xs = jnp.moveaxis(x, 1, 0)
-    x0 = jax.ShapeDtypeStruct(xs.shape[1:], xs.dtype)
-    carry = _carry_like(cell, x0, state)
-
-    def body(s, x_t):
-        y, s = cell(x_t, s)
-        return s, y
-
-    last, ys = jax.lax.scan(body, carry, xs)
-    return jax.tree_util.tree_map(lambda a: jnp.moveaxis(a, 0, 1), ys), last
-
-
-def _scan_batch_major(cell: Any, x: jax.Array, state: Any) -> tuple[jax.Array, Any]:
-    """A built-in cell over the sequence, computed batch-major: the time loop carries `(batch, out)`
-    states and multiplies `h * Whᵀ`, so that both the product and its gradient `dy * Wh` read the
-    row-major weights directly (feature-major, `Wh * h`, the gradient reads `Wh` transposed at every
-    step: XLA:CPU's slow kernel, a 32-step LSTM 1.35x slower in pure JAX). The input projection
-    `x * Wiᵀ .+ bias` is made inside the loop, step by step, as Flux's and the peers' cells do: on
-    XLA:CPU one product for all steps before the loop was 3-20% slower (the benchmarks' LSTM and three
-    larger ones), its (len, batch, 4out) buffer and that buffer's gradient costing more than the
-    products they save. The layout changes once, at the ends. The cells' formulas are the same, on
-    the last axis."""
-    xs = jnp.moveaxis(x, 0, -1)  # (len, batch, in) or (len, in)
-    Wi_t, bias = cell.Wi.T, cell._bias()
-    mm = cell._products(batch_major=True)
-
-    def step(x_t, s):
-        g = x_t @ Wi_t
-        return cell._recur(g if bias is False else g + bias, s, mm, axis=-1)
-
-    batch = xs.shape[1:-1] or next((a.shape[1:] for a in jax.tree_util.tree_leaves(state) if a.ndim > 1), ())
-    if batch and xs.ndim == 2:  # an unbatched sequence from a batched state: Flux broadcasts the input
-        xs = jnp.broadcast_to(xs[:, None, :], (xs.shape[0], *batch, xs.shape[1]))
-    state = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, batch + a.shape) if a.ndim == 1 else a.T, state)
-    carry = _carry_like(step, jax.ShapeDtypeStruct(xs.shape[1:], xs.dtype), state)
-
-    def body(s, x_t):
-        y, s = step(x_t, s)
-        return s, y
-
-    last, ys = jax.lax.scan(body, carry, xs)
-    back = lambda a: jnp.moveaxis(a, -1, 0)
-    return back(ys), jax.tree_util.tree_map(back, last)
-
-
-# A cell that is a layer is a pytree (its configuration static), so the whole loop compiles once per
-# structure and shape and is reused by later eager calls; under gradient/jit it is a nested call.
-_scan_compiled = jax.jit(_scan_traced)
-
-
-def _scan(cell: Any, x: jax.Array, state: Any) -> tuple[Any, Any]:
-    """Flux's `scan`: run `cell` over axis 1 of `x`, stacking the outputs on axis 1."""
-    state = _as_state(state)
-    if _has_state(cell):
-        # A cell with state fields (e.g. a Dropout inside) records a state write per step, which
-        # must not happen inside a scan body: unroll in Python instead.
-        if x.shape[1] == 0:
-            raise DimensionMismatch("cannot run a cell with state fields over an empty sequence")
-        ys = []
-        for t in range(x.shape[1]):
-            y, state = cell(x[:, t], state)
-            ys.append(y)
-        return jax.tree_util.tree_map(lambda *a: jnp.stack(a, axis=1), *ys), state
-    if is_layer(cell):
-        return _scan_compiled(cell, x, state)
-    return _scan_traced(cell, x, state)
-
-
 class _SequenceLayer:
     """The forward pass shared by `RNN`, `LSTM`, `GRU`, `GRUv3` and `Recurrence`."""
 
@@ -177,7 +79,7 @@ class _SequenceLayer:
 
     def _prepare(self, x: Any) -> jax.Array:
         cell = self.cell
-        if isinstance(cell, _BUILTIN_CELLS):
+        if type(cell) in _BUILTIN_CELLS:  # a subclass may change `__call__`: its own steps check
             x = match_eltype(cell, x, cell.Wi.dtype)
             _check_input(self, x, cell._n_in, (2, 3), "an array (in, len) or (in, len, batch)")
         else:
@@ -193,10 +95,10 @@ class _SequenceLayer:
         x = self._prepare(x)
         if state is None:
             state = self.initialstates()
-        elif isinstance(self.cell, _BUILTIN_CELLS):
+        elif type(self.cell) in _BUILTIN_CELLS:
             state = _as_state(state)
             _check_state(self, self.cell, state, x.shape[2:])
-        ys, last = _scan(self.cell, x, state)
+        ys, last = scan_cell(self.cell, x, state)
         return (ys, last) if self.return_state else ys
 
 
