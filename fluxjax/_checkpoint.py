@@ -95,11 +95,14 @@ def save(path: str | os.PathLike, model: Any, opt_state: Any = None, step: int |
     """Save `state(model)` (and `state(opt_state)`) as a new numbered checkpoint under directory `path`.
 
     - `path`: the checkpoint directory (created if needed); each call adds a subdirectory `<step>/`.
-    - `opt_state`: the optimiser state from `setup`, saved with the model (moments, counters, hyperparameters).
+    - `opt_state`: the optimiser state from `setup`, saved with the model (moments, counters, hyperparameters;
+      `load` restores them, and each leaf's rule shows the loaded values, as `loadmodel_`).
     - `step`: the step number; None means one more than the newest step in `path` (0 for the first).
       An existing step is never overwritten (`ValueError`).
-    - `keep`: keep only the newest `keep` steps (older ones are renamed out of their number, then deleted,
-      after a successful save, so a crash mid-prune never leaves a half-deleted numbered step).
+    - `keep`: keep only the newest `keep` steps, the highest step numbers (older ones are renamed out of
+      their number, then deleted, after a successful save, so a crash mid-prune never leaves a half-deleted
+      numbered step). The step just written is never deleted: with `keep`, a `step` lower than one already
+      in `path` raises `ValueError` before anything is written (it would be the first to go).
     - `async_`: return as soon as the arrays are copied off the accelerator (orbax's
       `enable_async_checkpointing`) and write them in the background; `wait_until_finished()` waits for
       it (and raises its error, if any). A later `save` or `load` of the same `path` waits first.
@@ -151,8 +154,14 @@ def save(path: str | os.PathLike, model: Any, opt_state: Any = None, step: int |
         if not isinstance(step, (int, np.integer)) or step < 0:
             raise ValueError(f"save: step must be a non-negative integer, got {step!r}")
         step = int(step)
-        if step in mgr.all_steps():
+        steps = list(mgr.all_steps())
+        if step in steps:
             raise ValueError(f"save: step {step} already exists in {path!r}; checkpoints are never overwritten")
+        if keep is not None and steps and step < max(steps):
+            raise ValueError(f"save: step {step} is lower than step {max(steps)} already in {path!r}; with keep={keep}, "
+                             f"pruning keeps the highest step numbers and would delete what this save writes. "
+                             f"Nothing was written: save with a step above {max(steps)} (or step=None), to another "
+                             "directory, or without keep=")
         body["step"] = step
         text = json.dumps(body)
         meta = {"fluxjax": text, "sha256": hashlib.sha256(text.encode()).hexdigest()}
@@ -210,7 +219,7 @@ class _Save:
         self.mgr.close()
         try:
             if self.lock is not None and self.keep is not None:
-                prune(self.path, self.keep)
+                prune(self.path, self.keep, self.step)
         finally:
             if self.lock is not None:
                 self.lock.close()
@@ -329,6 +338,12 @@ def _needed(body: dict, info: dict, targets: tuple, where: str) -> tuple[set[str
     return needed, shardings
 
 
+def _jax_holds(dtype: str) -> bool:
+    """Whether a jax array can have this stored dtype now (float64 cannot with x64 off)."""
+    dt = np.dtype(dtype)
+    return jax.dtypes.canonicalize_dtype(dt) == dt
+
+
 def _read(path: str, step: int | None, targets: tuple) -> tuple[dict, dict, int, set[str]]:
     """Read step `step` (None: the newest): the metadata first, validated (`_check_info`, orbax's record of
     the arrays, `_needed` for `targets`, `[(key, dst, name)]`), and only then the arrays it needs.
@@ -377,9 +392,11 @@ def _read(path: str, step: int | None, targets: tuple) -> tuple[dict, dict, int,
         needed, shardings = _needed(body, info, targets, where)
         arrays: dict[str, Any] = {}
         if needed:
+            # into a destination's sharding only where jax holds the stored dtype as it is (with x64 off a
+            # float64 array would be narrowed on restore): the rest is read to the host, exact
             restore_args = {k: ocp.ArrayRestoreArgs(sharding=shardings[k], global_shape=tuple(info[k]["shape"]),
                                                     dtype=np.dtype(info[k]["dtype"]))
-                            if k in shardings else ocp.RestoreArgs(restore_type=np.ndarray)
+                            if k in shardings and _jax_holds(info[k]["dtype"]) else ocp.RestoreArgs(restore_type=np.ndarray)
                             for k in info if k in needed}
             item = {k: np.empty(0) for k in restore_args}  # the structure to read; the values are not used
             arrays = dict(mgr.restore(step, args=ocp.args.Composite(arrays=ocp.args.PyTreeRestore(
@@ -409,8 +426,10 @@ def load(path: str | os.PathLike, model: Any = None, opt_state: Any = None, *, s
     - `path`: the checkpoint directory given to `save`.
     - `model`: when given, loaded in place with `loadmodel_` (same validation: a mismatch raises before
       anything is written) and returned; when None, the raw nested state (dicts/tuples/jax arrays, as
-      `state(model)` gave) is returned instead.
-    - `opt_state`: likewise for the optimiser state (build it with `setup(rule, model)` first).
+      `state(model)` gave) is returned instead, bit-exact: an array whose dtype jax would narrow (float64,
+      int64, complex128 with x64 off) comes back as a NumPy array.
+    - `opt_state`: likewise for the optimiser state (build it with `setup(rule, model)` first): moments,
+      counters and hyperparameters; each leaf's `rule` then shows the loaded hyperparameters (see `loadmodel_`).
     - `step`: which step to read; None reads the newest finished one.
 
     Raises `FileNotFoundError` for a missing path, `CheckpointError` (a `ValueError`) for a directory that is

@@ -54,10 +54,12 @@ def drop_pruned(path: str) -> None:
             shutil.rmtree(os.path.join(path, n), ignore_errors=True)
 
 
-def prune(path: str, keep: int) -> None:
+def prune(path: str, keep: int, written: int | None = None) -> None:
     """Keep the newest `keep` steps: each older step is first renamed to `<step>.fluxjax-pruned` (one atomic
-    rename: `load` never sees it again), then deleted."""
+    rename: `load` never sees it again), then deleted. The step just `written` is never deleted."""
     for s in step_numbers(path)[:-keep]:
+        if s == written:
+            continue
         gone = os.path.join(path, f"{s}{PRUNED}")
         os.rename(os.path.join(path, str(s)), gone)
         shutil.rmtree(gone)

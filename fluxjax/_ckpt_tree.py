@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .core.layer import is_array
-from .loading import CheckpointError
+from .loading import CheckpointError, show_path
 from .random import is_typed_key
 
 
@@ -57,6 +57,11 @@ class Encoder:
             if is_array(v):
                 self.nodes[i] = self._array(v, path)
             elif isinstance(v, dict):
+                for k in v:
+                    if not isinstance(k, _KEY_TYPES):
+                        raise TypeError(f"save: {_where(path)}: a dict key {k!r:.60} is a {type(k).__name__}; a "
+                                        "checkpoint stores dict keys that are str, int, float, complex, bool, None, "
+                                        "bytes or NumPy scalars. Use such keys (e.g. a string for a tuple)")
                 pairs = [[self._new(), self._new()] for _ in v]
                 # pushed in reverse, so the arrays are met in the model's order
                 stack.extend(reversed([e for (k, x), (ki, xi) in zip(v.items(), pairs)
@@ -67,7 +72,10 @@ class Encoder:
                 stack.extend(reversed([(x, c, path + (n,)) for n, (x, c) in enumerate(zip(v, kids))]))
                 self.nodes[i] = {"tuple" if isinstance(v, tuple) else "list": kids}
             else:
-                self.nodes[i] = _plain(v)
+                try:
+                    self.nodes[i] = _plain(v)
+                except TypeError as e:
+                    raise TypeError(f"save: {_where(path)}: {str(e).removeprefix('save: ')}") from None
         return root
 
     def _name(self, path: tuple) -> str:
@@ -95,6 +103,15 @@ class Encoder:
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.\-]")
+_KEY_TYPES = (str, int, float, complex, bool, bytes, type(None), np.generic)
+
+
+def _where(path: tuple | None) -> str:
+    """`model: layers[0].table` for the encoder's path `("model", "layers", 0, "table")`; a dict key's own
+    path is None."""
+    if not path:
+        return "a dict key"
+    return f"{path[0]}: {show_path(tuple(path[1:]))}"
 
 
 def _plain(v: Any) -> dict:
@@ -185,9 +202,12 @@ def _value(tag: str, body: Any, where: str) -> Any:
 
 def decode(nodes: list, roots: list[int | None], arrays: dict[str, Any], where: str,
            unread: set[str] = frozenset()) -> list[Any]:
-    """Rebuild the trees at `roots` (None stays None); `arrays` maps names to host arrays and is updated
-    to hold the device arrays made, so a tied array comes back as one object. The `unread` arrays are
-    stand-ins that were never read (their shape is all a load uses): they stay as they are."""
+    """Rebuild the trees at `roots` (None stays None); `arrays` maps names to arrays read (host NumPy
+    arrays, or jax arrays restored into a destination's sharding) and is updated to hold the device arrays
+    made, so a tied array comes back as one object. A host array whose dtype jax would narrow (float64,
+    int64, complex128 with x64 off) stays a NumPy array, bit-exact (`loadmodel_` converts it, checking,
+    where the destination is a jax array). The `unread` arrays are stand-ins that were never read (their
+    shape is all a load uses): they stay as they are."""
     vals: list[Any] = [None] * len(nodes)
     need = sorted({i for r in roots if r is not None for i in _reachable(nodes, r, where)}, reverse=True)
     for i in need:  # children have larger indices: they are built first
@@ -200,9 +220,9 @@ def decode(nodes: list, roots: list[int | None], arrays: dict[str, Any], where: 
             if name in unread:
                 vals[i] = a
                 continue
-            if isinstance(a, np.ndarray):
+            if isinstance(a, np.ndarray) and jax.dtypes.canonicalize_dtype(a.dtype) == a.dtype:
                 a = arrays[name] = jnp.asarray(a)
-            vals[i] = jax.random.wrap_key_data(a, impl=body["key_impl"]) if "key_impl" in body else a
+            vals[i] = jax.random.wrap_key_data(jnp.asarray(a), impl=body["key_impl"]) if "key_impl" in body else a
         elif tag == "dict":
             vals[i] = {vals[k]: vals[v] for k, v in body}
         elif tag in ("tuple", "list"):

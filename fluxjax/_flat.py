@@ -20,7 +20,7 @@ from jax.experimental import multihost_utils
 
 from .core.layer import is_array
 from .errors import DimensionMismatch
-from .loading import StructureMismatch, array_paths, plan_load, show_path, state
+from .loading import StructureMismatch, array_paths, is_bias_path, plan_load, show_path, state
 from .random import is_typed_key
 
 
@@ -110,7 +110,9 @@ class Expected:
         self.want: dict[str, tuple[tuple, tuple]] = {}
         for p, a in array_paths(model):
             self.want[key_name(p)] = (p, shape_of(a))
-        self.absent = {key_name(p) for p, _ in array_paths(model, keep=lambda v: v is False)}
+        # a file's array at a `bias=False` is ignored, as `loadmodel_` does; a `False` elsewhere is Flux's
+        # `nothing` (BatchNorm with affine=False), where a file's array is an error
+        self.absent = {key_name(p) for p, _ in array_paths(model, keep=lambda v: v is False) if is_bias_path(p)}
 
     def check_keys(self, have: list[str]) -> list[str]:
         """Raise `StructureMismatch` unless the file's keys `have` are the model's (plus ignorable `bias=False`

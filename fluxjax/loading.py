@@ -15,14 +15,15 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from .copyto import InexactError, convert, show_path
 from .core.layer import is_array, is_layer
 from .core.region import commit, current_region
 from .core.walk import Slot
-from .errors import DimensionMismatch, StructureMismatch
+from .errors import StructureMismatch
 from .random import is_typed_key
 from .zygote import Tangent
 
-__all__ = ["CheckpointError", "StructureMismatch", "state", "loadmodel_", "array_paths"]
+__all__ = ["CheckpointError", "InexactError", "StructureMismatch", "state", "loadmodel_", "array_paths"]
 
 
 class CheckpointError(ValueError):
@@ -154,19 +155,6 @@ def array_paths(tree: Any, keep: Callable[[Any], bool] = is_array) -> list[tuple
     return out
 
 
-def show_path(path: tuple) -> str:
-    """`("layers", 0, "weight")` -> `layers[0].weight`, as fluxjax writes attribute paths."""
-    s = ""
-    for p in path:
-        if isinstance(p, int):
-            s += f"[{p}]"
-        elif isinstance(p, str) and p.isidentifier():
-            s += f".{p}" if s else p
-        else:
-            s += f"[{p!r}]"
-    return s or "the top level"
-
-
 # ----------------------------------------------------------------------------------------------
 # loadmodel_
 
@@ -179,6 +167,8 @@ class _Plan:
         self.values: dict[Any, tuple[Any, tuple, Any]] = {}  # id(dst array) -> (new value, path, dst)
         self.writes: list[tuple[Slot, Any]] = []
         self.untied = 0  # > 0 inside a field whose arrays are shared for speed, not tied (`Leaf.state`)
+        self.rules: list[tuple[Any, Any]] = []  # (optimiser Leaf, its new rule): loaded hyperparameters
+        self.adjusted: dict[tuple, Any] = {}  # (id(rule), hyperparameters) -> that rule adjusted
 
     def commit(self) -> None:
         self._reshare()
@@ -189,6 +179,8 @@ class _Plan:
                                        "fluxjax.jit / fluxjax.gradient, not under a plain jax transformation")
         for slot, ident in self.writes:
             commit(slot, self.values[ident][0], what="loadmodel_")
+        for leaf, rule in self.rules:
+            commit(Slot(leaf, "rule", True), rule, what="loadmodel_")
 
     def _reshare(self) -> None:
         """Arrays an optimiser state shared (fluxjax/_sharing.py) are loaded one path at a time; where
@@ -215,39 +207,6 @@ def _child_slot(slot: Slot | None, container: Any, key: Any, kind: str) -> Slot 
     return Slot(slot.owner, slot.key, slot.attr, slot.path + (key,))
 
 
-def _convert(dst: Any, src: Any, path: tuple) -> Any:
-    """The value that replaces array `dst`, from array `src`; raises DimensionMismatch on a size mismatch."""
-    if is_typed_key(dst):
-        if is_typed_key(src):
-            data = jax.random.key_data(src)
-        else:
-            data = src
-        want = jax.random.key_data(dst)
-        if tuple(np.shape(data)) != tuple(want.shape):
-            raise DimensionMismatch(f"loadmodel_: {show_path(path)}: tried to load key data of size {tuple(np.shape(data))} "
-                                    f"into a key array whose data has size {tuple(want.shape)}")
-        new = jax.random.wrap_key_data(jnp.asarray(data, want.dtype), impl=jax.random.key_impl(dst))
-        return _place(new, dst)
-    if is_typed_key(src):
-        src = jax.random.key_data(src)
-    if tuple(np.shape(src)) != tuple(dst.shape):
-        raise DimensionMismatch(f"loadmodel_: {show_path(path)}: tried to load size {tuple(np.shape(src))} array "
-                                f"into size {tuple(dst.shape)}")
-    if isinstance(dst, np.ndarray):
-        return np.array(src, dtype=dst.dtype)
-    return _place(jnp.asarray(src, dtype=dst.dtype), dst)
-
-
-def _place(new: Any, dst: Any) -> Any:
-    """Put `new` where `dst` lives: same sharding when `dst` is committed to devices (so that compiled
-    steps and shardings carry on), left uncommitted on the default device otherwise, as fresh arrays are."""
-    if isinstance(dst, jax.core.Tracer) or isinstance(new, jax.core.Tracer):
-        return new
-    if getattr(dst, "committed", False) or new.sharding != dst.sharding:
-        return jax.device_put(new, dst.sharding)
-    return new
-
-
 def _same(a: Any, b: Any) -> bool:
     if isinstance(a, jax.core.Tracer) or isinstance(b, jax.core.Tracer):
         return True  # values unknown while tracing; the first source wins
@@ -264,18 +223,35 @@ def _all_zero(a: Any) -> bool:
     return not np.any(np.asarray(a))
 
 
+# The fields where fluxjax's `False` is Flux's `false` (`bias=false`: no bias, interchangeable with a zero
+# bias). Everywhere else a `False` stands for Flux's `nothing` (BatchNorm's `affine=false` beta/gamma,
+# `track_stats=false` mu/sigma2), which never loads into or from an array.
+BIAS_FIELDS = frozenset({"bias", "b"})
+
+
+def is_bias_path(path: tuple) -> bool:
+    """Whether the field at `path` is a bias (`bias`, GRU's `b`), where `False` means Flux's `bias=false`."""
+    return bool(path) and path[-1] in BIAS_FIELDS
+
+
 def _leaf(plan: _Plan, dst: Any, src: Any, path: tuple, slot: Slot | None) -> None:
     ident = (id(dst), path) if plan.untied else id(dst)
     here = show_path(path)
     if isinstance(src, (bool, np.bool_)):
         if src:
             raise StructureMismatch(f"loadmodel_: {here}: cannot copy boolean parameter == true to non-zero parameter")
+        if not is_bias_path(path):
+            raise StructureMismatch(
+                f"loadmodel_: {here}: the source has no array here (False, Flux's `nothing`: e.g. a norm layer built "
+                f"with affine=False or track_stats=False) but the destination holds an array of size "
+                f"{tuple(np.shape(dst))}; only a bias accepts False (as zeros). Build the destination with the "
+                "source's options (affine=, track_stats=), or load a source that has this array")
         new = jnp.zeros_like(dst) if not isinstance(dst, np.ndarray) else np.zeros_like(dst)
         if is_typed_key(dst):
             raise StructureMismatch(f"loadmodel_: {here}: cannot load `false` into an RNG key")
         is_bool = True
     elif is_array(src) or isinstance(src, np.generic):
-        new = _convert(dst, src, path)
+        new = convert(dst, src, path)
         is_bool = False
     else:
         raise StructureMismatch(f"loadmodel_: {here}: tried to copy {src!r} into an array destination; this is not allowed")
@@ -294,6 +270,66 @@ def _leaf(plan: _Plan, dst: Any, src: Any, path: tuple, slot: Slot | None) -> No
         raise TypeError(f"loadmodel_: {here}: this array sits directly in a top-level tuple (or is the top level) and "
                         "cannot be rebound; pass the layer, list or dict that holds it")
     plan.writes.append((slot, ident))
+
+
+def _plan_rule(plan: _Plan, leaf: Any, src_state: Any, path: tuple) -> None:
+    """An optimiser `Leaf`: its rule reads its hyperparameters from the state (`state.hyper`), which the
+    load replaces with the checkpoint's; where they differ from the destination's, the leaf's rule becomes
+    the rule with the loaded values (`rule.adjust(...)`), so `leaf.rule` shows what the next step uses.
+    Where no rule can show them (a chain, a wrapper), differing hyperparameters are an error."""
+    dst_h = [(p, a) for p, a in array_paths(leaf.state) if "hyper" in p]
+    src_h = dict(array_paths(src_state, keep=lambda v: is_array(v) or isinstance(v, (int, float, np.generic))))
+    changed: list[tuple] = []
+    for p, a in dst_h:
+        b = src_h.get(p)
+        if b is None or b is a:
+            continue
+        if isinstance(a, jax.core.Tracer) or isinstance(b, jax.core.Tracer):
+            raise TypeError(f"loadmodel_: {show_path(path + ('state',) + p)}: an optimiser hyperparameter cannot be "
+                            "loaded while tracing (its rule must show it); load optimiser state outside fluxjax.jit")
+        if not np.array_equal(np.asarray(a), np.asarray(b)):
+            changed.append(p)
+    if not changed:
+        return
+    rule, st, sst, off = leaf.rule, leaf.state, src_state, 0
+    if _is_namedtuple(st) and st._fields == ("count", "state"):  # a scheduled learning rate
+        st, sst, off = st.state, _get(sst, "state", 1), 1
+    simple = (_is_namedtuple(st) and "hyper" in st._fields and isinstance(st.hyper, dict) and hasattr(rule, "adjust")
+              and all(len(p) > off + 1 and p[off] == "hyper" for p in changed))
+    if not simple:
+        here = show_path(path + ("state",) + changed[0])
+        raise StructureMismatch(f"loadmodel_: {here}: the source's hyperparameter differs from the destination's, "
+                                f"and the destination's rule {rule!r} cannot show it; set up the optimiser state "
+                                "with the rule the source was saved with, then load")
+    hyper = _get(sst, "hyper", st._fields.index("hyper"))
+    eta_scheduled = callable(getattr(rule, "hyperparameters", {}).get("eta"))
+    kw = {}
+    for k in sorted({p[off + 1] for p in changed}):
+        if k == "eta" and eta_scheduled:
+            continue  # a schedule sets the learning rate; the stored one stands in for it
+        v = hyper[k]
+        kw[k] = tuple(_number(x) for x in v) if isinstance(v, (tuple, list)) else _number(v)
+    if kw:  # leaves that shared a rule and load the same values share the new one (one compiled step)
+        key = (id(rule), tuple(sorted(kw.items())))
+        if key not in plan.adjusted:
+            plan.adjusted[key] = rule.adjust(**kw)
+        plan.rules.append((leaf, plan.adjusted[key]))
+
+
+def _get(x: Any, k: str, i: int) -> Any:
+    if isinstance(x, dict):
+        return x[k]
+    if _is_namedtuple(x):
+        return getattr(x, k)
+    return x[i]
+
+
+def _number(v: Any) -> float | int:
+    """A stored hyperparameter as the number a rule holds (float32's 0.1 as 0.1, its shortest form)."""
+    v = np.asarray(v)[()]
+    if v.dtype.kind in "iub":
+        return int(v)
+    return float(str(v))
 
 
 def _keys_msg(dst_keys, src_keys) -> str:
@@ -345,6 +381,8 @@ def _plan(plan: _Plan, dst: Any, src: Any, path: tuple, slot: Slot | None) -> No
             plan.untied += k in untied
             _plan(plan, v, sf[k], path + (k,), _child_slot(slot, owner, k, kind))
             plan.untied -= k in untied
+        if is_layer(dst) and "state" in df and "rule" in dst.__dict__ and "frozen" in dst.__dict__:
+            _plan_rule(plan, dst, sf["state"], path)
         return
     if isinstance(dst, (list, tuple)) and not isinstance(dst, optax.GradientTransformation) or _is_opaque_node(dst):
         items = list(enumerate(dst if isinstance(dst, (list, tuple)) else _opaque_children(dst)[0]))
@@ -373,9 +411,15 @@ def _plan(plan: _Plan, dst: Any, src: Any, path: tuple, slot: Slot | None) -> No
             # a number that became a 0-d (or 1-element) array, e.g. `tree_map(np.asarray, state(m))`: a number
             # source, which Flux's `loadleaf!(dst, src) = dst` ignores whatever its value, as a plain number
             return
-    if is_array(src) and not (isinstance(dst, (bool, np.bool_)) and not dst):
-        if isinstance(dst, (bool, np.bool_)):
+    if is_array(src) and not (isinstance(dst, (bool, np.bool_)) and not dst and is_bias_path(path)):
+        if isinstance(dst, (bool, np.bool_)) and dst:
             raise StructureMismatch(f"loadmodel_: {here}: cannot copy an array parameter to boolean parameter == true")
+        if isinstance(dst, (bool, np.bool_)):
+            raise StructureMismatch(
+                f"loadmodel_: {here}: tried to copy an array of size {tuple(np.shape(src))} into a field that holds no "
+                "array (False, Flux's `nothing`: e.g. a norm layer built with affine=False or track_stats=False); only "
+                "a bias=False ignores a source array. Build the destination with the source's options (affine=, "
+                "track_stats=), or drop this array from the source")
         raise StructureMismatch(f"loadmodel_: {here}: tried to copy an array of size {tuple(src.shape)} to {dst!r}; "
                                 "this is not allowed")
 
@@ -404,15 +448,33 @@ def loadmodel_(dst: Any, src: Any, *, filter: Callable[[Any], bool] | None = Non
     values are converted to the destination's dtype and placed on its device/sharding. Non-array
     fields (activations, sizes, `p`, `active`) are not copied and need not match, also when the source
     holds them as 0-d (or 1-element) arrays, as `tree_map(np.asarray, state(m))` makes. As in Flux,
-    `bias=False` and an all-zero bias are interchangeable: a `False` source zeroes the destination array,
-    a `False` destination ignores the source. Tied (shared) arrays stay tied; loading them from
-    different sources is an error.
+    `bias=False` and an all-zero bias are interchangeable: on a bias field (`bias`, GRU's `b`) a `False`
+    source zeroes the destination array and a `False` destination ignores the source. Elsewhere `False`
+    is Flux's `nothing` (a norm layer's `beta`/`gamma` with `affine=False`, `mu`/`sigma2` with
+    `track_stats=False`): loading it into an array, or an array into it, raises `StructureMismatch`.
+
+    Like Flux's `copyto!`, values are copied into the destination: every destination array gets a new
+    array of its own, never the source's object, so loading a model whose arrays are shared (tied) does
+    not tie the destination, and `loadmodel_(target_net, online_net)` leaves the two independent. Tied
+    destination arrays stay tied (one new array, written at each place); loading them from different
+    sources is an error. Converting to the destination's dtype may lower a float's precision (float64
+    into float32, as Flux), but a value the dtype cannot hold (a complex number with an imaginary part
+    into a real array, 1.5 or NaN or 2**40 into int32, an int64 out of int32's range) raises
+    `InexactError` (a `ValueError`) naming the path, both dtypes and the value.
+
+    Optimiser state (from `setup`) loads its moments, counters and the rules' hyperparameters (`eta`,
+    `beta`, ... which fluxjax keeps in the state, `state.hyper`), so a checkpoint resumes with the saved
+    learning rate; where they differ from the destination's, each `Leaf.rule` becomes the rule with the
+    loaded values (`Momentum(eta=0.1)`), so the rule shown is the rule that steps. Where no rule can show
+    them (differing values inside an `OptimiserChain` or wrapper) the load raises `StructureMismatch`:
+    set up the state with the saved rule first. (Optimisers.jl keeps the destination's numbers; fluxjax
+    restores them because its checkpoints promise a bit-exact optimiser state.)
 
     Raises `DimensionMismatch` (a `ValueError`) on an array of the wrong size, naming the path and both
     sizes (`layers[0].weight: tried to load size (6, 10) array into size (5, 10)`); `StructureMismatch`
     (a `ValueError`) on missing or extra fields, other container lengths, an array loaded into a
-    non-array or vice versa. Everything is checked before anything is written: on an error `dst` is
-    unchanged. Returns `dst`.
+    non-array or vice versa; `InexactError` on a value the destination's dtype cannot hold. Everything is
+    checked before anything is written: on an error `dst` is unchanged. Returns `dst`.
 
     `filter(x) -> bool`, as Flux's `filter` keyword, drops the children (of `dst` and `src` alike, at
     every level) for which it is False before matching them: `filter=lambda x: not isinstance(x, Dropout)`
