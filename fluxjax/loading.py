@@ -165,6 +165,7 @@ class _Plan:
     def __init__(self, keep: Callable[[Any], bool] | None = None):
         self.keep = keep
         self.values: dict[Any, tuple[Any, tuple, Any]] = {}  # id(dst array) -> (new value, path, dst)
+        self.sources: dict[Any, Any] = {}  # id(dst array) -> the source array its new value came from
         self.writes: list[tuple[Slot, Any]] = []
         self.untied = 0  # > 0 inside a field whose arrays are shared for speed, not tied (`Leaf.state`)
         self.rules: list[tuple[Any, Any]] = []  # (optimiser Leaf, its new rule): loaded hyperparameters
@@ -207,9 +208,13 @@ def _child_slot(slot: Slot | None, container: Any, key: Any, kind: str) -> Slot 
     return Slot(slot.owner, slot.key, slot.attr, slot.path + (key,))
 
 
-def _same(a: Any, b: Any) -> bool:
+def _same(a: Any, b: Any, a_src: Any = None, b_src: Any = None) -> bool:
+    """Whether two loaded values agree (`a_src`, `b_src`: the source arrays they came from, if known)."""
     if isinstance(a, jax.core.Tracer) or isinstance(b, jax.core.Tracer):
-        return True  # values unknown while tracing; the first source wins
+        if a_src is not None and a_src is b_src:
+            return True  # one source at both places
+        raise TypeError("loadmodel_: a tied destination array gets two different sources, whose values cannot be "
+                        "compared while tracing; load outside fluxjax.jit / gradient, or tie the source too")
     if is_typed_key(a):
         a, b = jax.random.key_data(a), jax.random.key_data(b)
     return bool(np.array_equal(np.asarray(a), np.asarray(b)))
@@ -261,11 +266,12 @@ def _leaf(plan: _Plan, dst: Any, src: Any, path: tuple, slot: Slot | None) -> No
             if not _all_zero(first):
                 raise StructureMismatch(f"loadmodel_: encountered tied parameter with boolean source at {here} and a "
                                         f"non-zero array source at {show_path(first_path)}")
-        elif not _same(first, new):
+        elif not _same(first, new, plan.sources.get(ident), src):
             raise StructureMismatch(f"loadmodel_: encountered tied destination parameters with untied and mismatched "
                                     f"sources at {show_path(first_path)} and {here}")
     else:
         plan.values[ident] = (new, path, dst)
+        plan.sources[ident] = src
     if slot is None:
         raise TypeError(f"loadmodel_: {here}: this array sits directly in a top-level tuple (or is the top level) and "
                         "cannot be rebound; pass the layer, list or dict that holds it")

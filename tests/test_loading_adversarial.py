@@ -287,3 +287,24 @@ def test_hyperparameters_no_rule_can_show_raise():
     o = Flux.setup(Flux.Adam(sched), m)
     Flux.loadmodel_(o, Flux.state(Flux.setup(Flux.Adam(sched), m)))
     assert o["w"].rule.hyperparameters["eta"] is sched
+
+
+def test_a_tied_destination_under_jit_takes_one_source_or_raises():
+    """Eagerly, two different sources for one tied array raise unless their values agree; while tracing
+    the values are unknown, so two different source arrays raise, and one source array at both places
+    (a tied source) loads."""
+    d = Flux.Dense(2, 2)
+    c = Flux.Chain(d, d)
+    before = np.asarray(d.weight)
+    load = Flux.jit(lambda c, s: Flux.loadmodel_(c, s))
+    untied = Flux.state(Flux.Chain(Flux.Dense(2, 2), Flux.Dense(2, 2)))
+    with pytest.raises(StructureMismatch):
+        Flux.loadmodel_(c, untied)
+    with pytest.raises(TypeError, match="tied destination"):
+        load(c, untied)
+    np.testing.assert_array_equal(d.weight, before)  # nothing written
+    e = Flux.Dense(2, 2)
+    load(c, Flux.state(Flux.Chain(e, e)))
+    assert c[0] is c[1]
+    np.testing.assert_array_equal(d.weight, e.weight)
+    assert d.weight is not e.weight
