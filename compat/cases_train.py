@@ -257,7 +257,7 @@ def case_train_callback_error():
     """,
 )
 def case_trainstep_adtype():
-    from fluxjax.optimise.train import _compiled_step
+    from fluxjax.optimise.trainstep import _compiled_step
 
     loss = lambda m, a, b: fluxjax.losses.mse(m(a), b)  # noqa: E731
     model = Chain(Dense(4, 8, jnp.tanh), Dense(8, 2))

@@ -1,4 +1,5 @@
-"""`train_`: Flux's training loop, compiled by default."""
+"""`train_`: Flux's training loop, compiled by default. As Flux's `Train` module, it also has `setup`,
+`trainstep_` and `trainstep_withgradient_` (trainstep.py)."""
 
 from __future__ import annotations
 
@@ -18,19 +19,24 @@ from jax.sharding import NamedSharding, PartitionSpec, SingleDeviceSharding
 from ..compiled.call import jit as _jit
 from ..compiled.held import HeldSteps
 from ..compiled.scan import NotFusable, scan_steps
-from ..core.region import commit, guard_writes, run_in_region, written
 from ..data import DataLoader
 from ..modes import trainmode_
 from ..parallel.batches import ShardedBatches, place_for_training
 from ..random import default_key, default_rng
-from ..zygote import Params, withgradient
-from ..zygote.adtypes import ADType
+from ..zygote import Params
 from ..zygote.plan import first_output
 from ._rule_base import LeafState
-from .implicit import _implicit_holder, implicit_update_
+from .implicit import _implicit_holder
 from .progress import progress as _display
 from .rooted import boxed, copy_back, unowned_arrays
-from .tree import setup, update_
+from .trainstep import (  # noqa: F401  (trainstep_ & co.: Flux's Train module has them too)
+    _guarded_step,
+    _split_adtype,
+    _step,
+    trainstep_,
+    trainstep_withgradient_,
+)
+from .tree import setup
 from .wholetree import as_transform
 
 
@@ -61,63 +67,6 @@ class NonFiniteLoss(FloatingPointError):
 
     ```
     """
-
-
-def _split_adtype(fn: str, model: Any, data: Any, opt_state: Any, rest: tuple, data_name: str) -> tuple:
-    """Flux's `fn(loss, [adtype,] model, data, opt_state)`: `(adtype or None, model, data, opt_state)`."""
-    if isinstance(model, ADType):
-        if len(rest) != 1:
-            raise TypeError(f"{fn}(loss, adtype, model, {data_name}, opt_state) takes 5 positional arguments, "
-                            f"got {4 + len(rest)}")
-        if isinstance(data, Params):
-            raise TypeError(f"{fn}: an adtype goes with a model and its opt_state, not with implicit Params")
-        return model, data, opt_state, rest[0]
-    if rest:
-        raise TypeError(f"{fn}(loss, [adtype,] model, {data_name}, opt_state) takes 4 or 5 positional "
-                        f"arguments, got {4 + len(rest)}; the second of 5 must be an adtype such as AutoZygote()")
-    return None, model, data, opt_state
-
-
-def _differentiate(loss, model, d, adtype: ADType | None = None):
-    """`(val, grad, writes)`: the loss on batch `d` (a tuple is spliced into `loss`) and its gradient
-    (by `adtype`'s `withgradient` when one is given), with the loss's state writes (BatchNorm
-    statistics, Dropout keys) held back as `[(slot, value)]`, so that a rejected step can leave the
-    model exactly as it was."""
-    args = d if isinstance(d, tuple) else (d,)
-    def step():
-        if isinstance(model, Params):
-            return withgradient(lambda: loss(*args), model)
-        val, (g,) = withgradient(lambda m: loss(m, *args), *(() if adtype is None else (adtype,)), model)
-        return val, g
-
-    (val, g), writes = run_in_region(step, collect=written)
-    return val, g, writes
-
-
-def _apply(model, opt, g, writes) -> None:
-    for slot, v in writes:
-        commit(slot, v)
-    (implicit_update_ if isinstance(model, Params) else update_)(opt, model, g)
-
-
-def _step(loss, model, opt, d, check, adtype: ADType | None = None) -> Any:
-    """One eager step: differentiate, `check` the loss (it raises to reject the step), update.
-    `model` is a model (with its state tree `opt`) or a `Params` (with its `ImplicitState`).
-    Returns what `check` returned."""
-    val, g, writes = _differentiate(loss, model, d, adtype)
-    checked = check(first_output(val))
-    _apply(model, opt, g, writes)
-    return checked
-
-
-def _guarded_step(loss, model, opt, d, ok=True) -> tuple[Any, Any, Any]:
-    """Inside `fluxjax.jit`: one step whose every write is undone unless the loss is finite and `ok`.
-    Returns `(val, grad, ok and isfinite(loss))`."""
-    val, g, writes = _differentiate(loss, model, d)
-    _apply(model, opt, g, writes)
-    ok = jnp.logical_and(ok, jnp.isfinite(first_output(val)))
-    guard_writes(ok)
-    return val, g, ok
 
 
 @_jit

@@ -1,5 +1,6 @@
-"""`trainstep_` and `trainstep_withgradient_`: one step of `train_`, for loops that run code between
-steps (Flux's `trainstep!`)."""
+"""One training step: `trainstep_` and `trainstep_withgradient_` (Flux's `trainstep!`, for loops that
+run code between steps), and the step that `train_` runs for each batch (`_step` op by op,
+`_guarded_step` inside a compiled program)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,70 @@ from typing import Any
 import jax.numpy as jnp
 
 from ..compiled.call import jit as _jit
-from ..core.region import current_region
-from ..zygote import Params
+from ..core.region import commit, current_region, guard_writes, run_in_region, written
+from ..zygote import Params, withgradient
+from ..zygote.adtypes import ADType
 from ..zygote.plan import first_output
+from .implicit import implicit_update_
 from .rooted import boxed, copy_back, unowned_arrays
-from .train import _apply, _differentiate, _guarded_step, _split_adtype
-from .tree import _check_state
+from .tree import _check_state, update_
+
+
+def _split_adtype(fn: str, model: Any, data: Any, opt_state: Any, rest: tuple, data_name: str) -> tuple:
+    """Flux's `fn(loss, [adtype,] model, data, opt_state)`: `(adtype or None, model, data, opt_state)`."""
+    if isinstance(model, ADType):
+        if len(rest) != 1:
+            raise TypeError(f"{fn}(loss, adtype, model, {data_name}, opt_state) takes 5 positional arguments, "
+                            f"got {4 + len(rest)}")
+        if isinstance(data, Params):
+            raise TypeError(f"{fn}: an adtype goes with a model and its opt_state, not with implicit Params")
+        return model, data, opt_state, rest[0]
+    if rest:
+        raise TypeError(f"{fn}(loss, [adtype,] model, {data_name}, opt_state) takes 4 or 5 positional "
+                        f"arguments, got {4 + len(rest)}; the second of 5 must be an adtype such as AutoZygote()")
+    return None, model, data, opt_state
+
+
+def _differentiate(loss, model, d, adtype: ADType | None = None):
+    """`(val, grad, writes)`: the loss on batch `d` (a tuple is spliced into `loss`) and its gradient
+    (by `adtype`'s `withgradient` when one is given), with the loss's state writes (BatchNorm
+    statistics, Dropout keys) held back as `[(slot, value)]`, so that a rejected step can leave the
+    model exactly as it was."""
+    args = d if isinstance(d, tuple) else (d,)
+    def step():
+        if isinstance(model, Params):
+            return withgradient(lambda: loss(*args), model)
+        val, (g,) = withgradient(lambda m: loss(m, *args), *(() if adtype is None else (adtype,)), model)
+        return val, g
+
+    (val, g), writes = run_in_region(step, collect=written)
+    return val, g, writes
+
+
+def _apply(model, opt, g, writes) -> None:
+    for slot, v in writes:
+        commit(slot, v)
+    (implicit_update_ if isinstance(model, Params) else update_)(opt, model, g)
+
+
+def _step(loss, model, opt, d, check, adtype: ADType | None = None) -> Any:
+    """One eager step: differentiate, `check` the loss (it raises to reject the step), update.
+    `model` is a model (with its state tree `opt`) or a `Params` (with its `ImplicitState`).
+    Returns what `check` returned."""
+    val, g, writes = _differentiate(loss, model, d, adtype)
+    checked = check(first_output(val))
+    _apply(model, opt, g, writes)
+    return checked
+
+
+def _guarded_step(loss, model, opt, d, ok=True) -> tuple[Any, Any, Any]:
+    """Inside `fluxjax.jit`: one step whose every write is undone unless the loss is finite and `ok`.
+    Returns `(val, grad, ok and isfinite(loss))`."""
+    val, g, writes = _differentiate(loss, model, d)
+    _apply(model, opt, g, writes)
+    ok = jnp.logical_and(ok, jnp.isfinite(first_output(val)))
+    guard_writes(ok)
+    return val, g, ok
 
 
 def trainstep_(loss: Callable, model: Any, batch: Any, opt_state: Any, *rest: Any, jit: bool = True) -> Any:
