@@ -372,3 +372,14 @@ def test_an_eager_loop_keeps_its_walks_from_step_to_step(walks):
         _eager_step(m, o, x, y)
     assert walks[0] - before <= 3  # the plain gradient's first call, the fused program's first, and one spare
     _assert_same((m, o), (ref, oref))
+
+
+def test_the_concrete_array_types_are_concrete_even_when_first_asked_while_tracing():
+    """`_concrete()` (the fast type check of generated reuse checks) may first be called inside a trace
+    (a `Containers` made while tracing): it must still name the concrete array type, not a tracer's."""
+    from fluxjax.compiled.plan import _concrete
+
+    got = []
+    jax.jit(lambda x: (got.append(_concrete.__wrapped__()), x)[1])(1.0)
+    assert type(jnp.zeros(2)) in got[0] and np.ndarray in got[0]
+    assert not any(issubclass(t, jax.core.Tracer) for t in got[0])

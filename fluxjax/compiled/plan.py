@@ -48,7 +48,8 @@ _LEAF, _FLAT, _SAME, _FN = 0, 1, 2, 3
 def _concrete() -> frozenset:
     """The types of concrete arrays, checked before the slow `isinstance(x, jax.Array)` (made on the
     first plan, when jax's backend is up: creating an array at import would start it too early)."""
-    return frozenset({type(jax.numpy.zeros(())), np.ndarray})
+    with jax.ensure_compile_time_eval():  # a concrete array also when first asked while tracing
+        return frozenset({type(jax.numpy.zeros(())), np.ndarray})
 
 
 class _ArraysTree:
