@@ -68,7 +68,7 @@ class HeldSteps:
         """After a call through `jitted`, take over its inputs if the next calls can skip the models."""
         plan, n, args = self.jitted._plan, len(self.fixed), (*self.fixed, *rest)
         if (plan is None or current_region() is not None or plan.entry.effects or plan.entry.extra_slots
-                or plan.entry.wrote_fields or not plan.matches(args, mode_context())):
+                or not plan.matches(args, mode_context())):
             # (a plan that does not match is an earlier call's: this one's walk is not reusable; a program
             # that writes beside its inputs may change what the walk keys as static)
             return
