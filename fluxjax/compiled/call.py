@@ -26,7 +26,6 @@ from jax.sharding import SingleDeviceSharding
 from ..core.keys import static_key
 from ..core.layer import structure_version
 from ..core.region import TRACER_ERROR, commit, current_region, mode_context, run_in_region
-from ..core.static_writes import static_writes
 from ..core.walk import Slot, Walk, set_many, walk
 from ..random import default_key, default_rng
 from .entry import Entry
@@ -347,9 +346,8 @@ class Jitted:
                 return changed, extra, jax.tree_util.tree_flatten(result[0])
 
             containers = Containers(w.containers)
-            with static_writes() as log:
-                _, (changed, extra, (out_leaves, tree)) = run_in_region(run, zip(w.slots, xs), collect)
-            entry.wrote_fields += log.changed()
+            _, (changed, extra, (out_leaves, tree)) = run_in_region(run, zip(w.slots, xs), collect,
+                                                                    fields_set=entry.wrote_fields.extend)
             if not containers.holds():
                 entry.wrote_fields.append("a list or dict of the arguments (an item set, added or removed)")
             entry.note_output(leaves, tree)

@@ -22,7 +22,6 @@ from typing import Any
 import jax
 
 from ..core.region import commit, run_in_region
-from ..core.static_writes import static_writes
 from ..core.walk import Slot, walk
 
 
@@ -47,6 +46,11 @@ def _partition(values: list, within: list[int] | None = None) -> list[int]:
     group of it) share a group, numbered in order of first appearance."""
     seen: dict[tuple, int] = {}
     return [seen.setdefault((id(v), None if within is None else within[i]), len(seen)) for i, v in enumerate(values)]
+
+
+def _sets_fields(fields: list[str]) -> None:
+    # traced once, set once: the steps one by one set it as eager ones do
+    raise NotFusable(f"the step sets {', '.join(fields)}", settles=True)
 
 
 def scan_steps(step: Callable[[Any, Any], tuple[Any, Any]], root: list, ds: Any, ok: Any) -> tuple[Any, Any]:
@@ -86,10 +90,7 @@ def _scan(step, root: list, w, groups: list[int], ds, ok):
     def body(carry, d):
         values, ok = carry
         swaps = [(s, values[g]) for s, g in zip(slots, groups)]
-        with static_writes() as log:
-            (out, ok), new = run_in_region(lambda: step(d, ok), swaps, collect)
-            if fields := log.changed():  # traced once, set once: the steps one by one set it as eager ones do
-                raise NotFusable(f"the step sets {', '.join(fields)}", settles=True)
+        (out, ok), new = run_in_region(lambda: step(d, ok), swaps, collect, fields_set=_sets_fields)
         refined = _partition(new, groups)
         if refined != groups:
             raise _Regroup(refined)

@@ -10,6 +10,7 @@ and the caller commits the concrete values afterwards. No tracer is ever left in
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -21,6 +22,7 @@ from ..random import use_state_thread as random_use_state_thread
 from .layer import bump
 from .layer import use_state_thread as layer_use_state_thread
 from .sharing import select, sharing
+from .static_writes import static_writes
 from .walk import Slot
 
 _tls = threading.local()
@@ -125,17 +127,26 @@ def set_traced_attribute(obj: Any, name: str, value: Any) -> bool:
 
 
 def run_in_region(call: Callable[[], Any], swaps=(), collect: Callable[[Region], Any] | None = None,
-                  **region: Any) -> tuple[Any, Any]:
+                  fields_set: Callable[[list[str]], Any] | None = None, **region: Any) -> tuple[Any, Any]:
     """The one region runner, under every transformation of live models (`gradient`, `fluxjax.jit`,
     `functional`'s `apply`, `checkpointed`, finite differences, `train_`'s step, `outputsize`): open a
     `Region(**region)`, swap each `(slot, value)` of `swaps` into the live objects, run `call()`, and
     before everything is put back (also when it raises) let `collect(region)` read what was written.
-    Returns `(call's result, collect's result)`."""
-    with Region(**region) as r:
-        for slot, value in swaps:
-            r.swap(slot, value)
-        out = call()
-        got = None if collect is None else collect(r)
+    Returns `(call's result, collect's result)`.
+
+    A tracer of a program passes `fields_set`: the fields of existing layers and rules that `call` set
+    are logged (`fluxjax.core.static_writes`), and `fields_set(["Type.field", ...])` is called when
+    there are any. If it raises, the fields are put back (the trace did not happen); if it returns,
+    they stay set, as the eager call sets them."""
+    log_writes = static_writes() if fields_set is not None else contextlib.nullcontext()
+    with log_writes as log:
+        with Region(**region) as r:
+            for slot, value in swaps:
+                r.swap(slot, value)
+            out = call()
+            got = None if collect is None else collect(r)
+        if log is not None and (fields := log.changed()):
+            fields_set(fields)
     return out, got
 
 

@@ -4,8 +4,9 @@ A compiled program runs none of the Python code that made it. A layer that sets 
 while it runs (a data-dependent initialisation's `self.initialized = True`, `m[2].p = 0.9` inside the
 function, a custom rule's `self.t += 1`) would have it set once, by the trace, and never by the calls
 that reuse the program, where the eager call sets it at every call. So every tracer of a program
-(`fluxjax.jit`, `train_`'s scan body, the fused eager step's held-back update, the compiled `update_`)
-opens a `static_writes()` log; the layers' `__setattr__`/`__delattr__` and `AbstractRule.__setattr__`
+opens a `static_writes()` log (`fluxjax.jit`, `train_`'s scan body, the fused eager step's held-back
+update and a user cell's scan step through the region runner's `fields_set`; the compiled `update_`
+directly); the layers' `__setattr__`/`__delattr__` and `AbstractRule.__setattr__`
 report to it (`note_write`), and the tracer does not reuse a program whose trace changed a field.
 """
 

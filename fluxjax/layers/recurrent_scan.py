@@ -39,7 +39,6 @@ from ..compiled.call import jit as fluxjax_jit
 from ..compiled.pure import TRACE_ERRORS, is_eager
 from ..core.layer import state_fields
 from ..core.region import current_region, rebind, run_in_region
-from ..core.static_writes import static_writes
 from ..core.walk import Slot
 from ..errors import DimensionMismatch
 from ..functors import all_layers
@@ -152,17 +151,20 @@ def _step(cell: Any, x_t: Any, s: Any, key: jax.Array) -> tuple[Any, Any, jax.Ar
             new, drew = slot.get(), True
         return new, drew
 
-    with static_writes() as log:
-        (y, s), (key, drew) = run_in_region(lambda: cell(x_t, s), [(Slot(default_rng, "key", True), key)], collect)
-        if log.changed():  # raised inside the log: the fields are put back
-            raise _Unroll("the cell sets a field")
+    (y, s), (key, drew) = run_in_region(lambda: cell(x_t, s), [(Slot(default_rng, "key", True), key)], collect,
+                                        fields_set=_sets_fields)
     return y, s, key, drew
+
+
+def _sets_fields(fields: list[str]) -> None:
+    raise _Unroll(f"the cell sets {', '.join(fields)}")
 
 
 def _unroll(cell: Any, x: jax.Array, state: Any) -> tuple[Any, Any]:
     """The sequence as a Python loop over the time steps: exactly what the cell does, step by step."""
     if x.shape[1] == 0:
-        raise DimensionMismatch("cannot unroll a recurrent cell over an empty sequence")
+        raise DimensionMismatch(f"{type(cell).__name__}: cannot unroll over an empty sequence (the input's "
+                                f"shape {tuple(x.shape)} has no time steps on axis 1); give at least one step")
     ys = []
     for t in range(x.shape[1]):
         y, state = cell(x[:, t], state)
@@ -213,8 +215,6 @@ def scan_cell(cell: Any, x: jax.Array, state: Any) -> tuple[Any, Any]:
     if _has_state(cell):
         # A cell with state fields (e.g. a Dropout inside) records a state write per step, which
         # must not happen inside a scan body: unroll in Python instead.
-        if x.shape[1] == 0:
-            raise DimensionMismatch("cannot run a cell with state fields over an empty sequence")
         return _unroll(cell, x, state)
     if _fast(cell):
         return _scan_builtin(cell, x, state)

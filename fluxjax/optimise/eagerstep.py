@@ -51,7 +51,6 @@ from ..compiled.call import jit as _fluxjax_jit
 from ..compiled.plan import Containers
 from ..core.layer import LAYER_TYPES, structure_version
 from ..core.region import current_region, run_in_region
-from ..core.static_writes import static_writes
 from ..core.walk import walk
 from ..random import default_rng
 from ..zygote import api
@@ -102,11 +101,11 @@ def _held_back(roots: list, step: Callable[[], Any]) -> dict:
                 new.setdefault(id(b), (b, []))[1].append(i)
         return {tuple(where): v for v, where in new.values()}
 
-    with static_writes() as log:
-        new = run_in_region(step, collect=collect)[1]
-        if log.changed():
-            raise _NotFusable  # the step sets a field (a rule's): held back, that would not happen
-    return new
+    return run_in_region(step, collect=collect, fields_set=_sets_fields)[1]
+
+
+def _sets_fields(fields: list[str]) -> None:
+    raise _NotFusable  # the step sets a field (a rule's): held back, that would not happen
 
 
 def _fused(name: str) -> Callable:

@@ -284,3 +284,28 @@ def test_within_gradient_takes_an_argument():
     assert Flux.within_gradient(jnp.ones(2)) is False
     g = Flux.gradient(lambda x: x * Flux.within_gradient(x), 3.0)[0]
     assert float(g) == 1.0
+
+
+@pytest.mark.parametrize("with_state_field", [True, False])
+def test_a_cell_that_must_be_unrolled_over_an_empty_sequence_is_a_clear_error(with_state_field):
+    @Flux.layer
+    class Valued:
+        """Unrolled: a Dropout inside (a state field), or Python control flow on values."""
+
+        def __init__(self):
+            self.d = Flux.Dense(5, 3)
+            self.drop = Flux.Dropout(0.5) if with_state_field else None
+
+        def initialstates(self):
+            return jnp.zeros(3)
+
+        def __call__(self, x, h):
+            h = self.d(jnp.concatenate([x, h]))
+            if self.drop is None and float(h.sum()) > 0:
+                h = -h
+            return h, h
+
+    m = Flux.Recurrence(Valued())
+    assert m(X).shape == (3, 4)
+    with pytest.raises(Flux.DimensionMismatch, match=r"Valued: cannot unroll over an empty sequence .*\(2, 0\)"):
+        m(X[:, :0])
