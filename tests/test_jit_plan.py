@@ -3,11 +3,14 @@ change that matters (layers replaced, containers edited, mode switched, arrays r
 never write into the wrong object."""
 
 import contextlib
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import fluxjax as Flux
 import fluxjax.compiled.call as state_mod
@@ -383,3 +386,49 @@ def test_the_concrete_array_types_are_concrete_even_when_first_asked_while_traci
     jax.jit(lambda x: (got.append(_concrete.__wrapped__()), x)[1])(1.0)
     assert type(jnp.zeros(2)) in got[0] and np.ndarray in got[0]
     assert not any(issubclass(t, jax.core.Tracer) for t in got[0])
+
+
+class _State(NamedTuple):
+    mt: object
+    vt: object
+    hyper: object
+
+
+class _Other(NamedTuple):
+    mt: object
+    vt: object
+    hyper: object
+
+
+def _variants(a):
+    """Items to put where an optimiser state `_State(a, a, {"eta": a, "beta": (a, a)})` was."""
+    b = jnp.ones_like(a)
+    h = lambda **kw: {"eta": b, "beta": (b, b), **kw}
+    return [
+        _State(b, b, h()), _State(np.ones(2), b, h()), _State(b, b, {"beta": (b, b), "eta": b}),  # fit
+        _State(b, None, h()), _State(b, b, h(extra=b)), _State(b, b, {"eta": b}), (b, b, h()),
+        _Other(b, b, h()), _State(b, b, h(beta=(b,))), _State(b, b, h(beta=[b, b])),
+        _State(b, b, h(eta=1.0)), _State(b, (b,), h()),  # do not
+    ]
+
+
+@given(st.lists(st.integers(0, 11), min_size=1, max_size=4))
+@settings(max_examples=60, deadline=None)
+def test_a_state_list_check_agrees_with_its_tree_structure(picks):
+    """`Containers.holds()` inlines the check of a state tuple (tuples, namedtuples, dicts and None around
+    arrays) and falls back to `tree_flatten` when that says no: either way it answers what comparing
+    the tree structures and the leaves' being arrays answers."""
+    from fluxjax.compiled.plan import Containers
+
+    a = jnp.zeros(2)
+    old = _State(a, a, {"eta": a, "beta": (a, a)})
+    lst = [old] * 4
+    c = Containers([lst])
+    assert c.holds()
+    for k, pick in enumerate(picks):
+        new = _variants(a)[pick]
+        lst[k] = new
+        leaves, tree = jax.tree_util.tree_flatten(new)
+        want = tree == jax.tree_util.tree_structure(old) and all(isinstance(x, (jax.Array, np.ndarray)) for x in leaves)
+        assert bool(c.holds()) is want
+        lst[k] = old

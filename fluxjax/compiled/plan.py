@@ -121,12 +121,38 @@ def _container_checks(src: Source, containers: list) -> list[str]:
             items = [f"{cn}[{i}]" for i in range(len(refs))]
         conds += [
             _is_kind(src, e, None) if r is AN_ARRAY
-            else f"({e} is {snapshots}[{n}][2][{i}].value or _fits({e}, {snapshots}[{n}][2][{i}].treedef))"
+            else f"({e} is {snapshots}[{n}][2][{i}].value or {_tree_check(src, e, r.value)}"
+                 f"_fits({e}, {snapshots}[{n}][2][{i}].treedef))"
             if type(r) is _ArraysTree
             else f"{e} is {snapshots}[{n}][2][{i}]"
             for i, (e, r) in enumerate(zip(items, refs))
         ]
     return conds
+
+
+def _tree_check(src: Source, e: str, v: Any) -> str:
+    """`"(check) or "`: inline, whether `e` is a tree of the structure of `v` (tuples, namedtuples, dicts
+    and None around concrete arrays: an optimiser state) holding arrays of the usual concrete types; `""`
+    when `v` holds other containers. The check falls back to `_fits` (a `tree_flatten`, some µs) when
+    this says no, so it only has to be fast on the common case."""
+    def check(e: str, v: Any) -> str | None:
+        t = type(v)
+        if v is None:
+            return f"{e} is None"
+        if isinstance(v, tuple) and (t is tuple or hasattr(t, "_fields")):
+            parts = [check(f"{e}[{i}]", x) for i, x in enumerate(v)]
+            if None in parts:
+                return None
+            return " and ".join([f"type({e}) is {src.name(t)}", f"len({e}) == {len(v)}", *parts])
+        if t is dict:  # Optimisers.jl's hyperparameters, in a rule's state
+            parts = [check(f"{e}[{src.literal(k)}]", x) for k, x in v.items()]
+            if None in parts:
+                return None
+            return " and ".join([f"type({e}) is dict", f"{e}.keys() == {src.name(frozenset(v))}", *parts])
+        return f"type({e}) in _CONCRETE" if isinstance(v, ARRAY_TYPES) else None
+
+    c = check(e, v)
+    return "" if c is None else f"({c}) or "
 
 
 def _is_kind(src: Source, a: str, sig: Any) -> str:
