@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
+from jax._src import core as jax_core  # the trace now under way: no public API
 
 from ..mode_warning import under_plain_trace, warn_plain_trace
 from ..random import use_state_thread as random_use_state_thread
@@ -39,7 +40,7 @@ class Region:
     """One transformed region. `differentiating` drives Flux's automatic train mode; `train` (when not
     None) forces it; `rng` (when given) feeds random layers instead of their own keys."""
 
-    __slots__ = ("originals", "written", "before", "differentiating", "train", "rng", "born")
+    __slots__ = ("originals", "written", "before", "differentiating", "train", "rng", "born", "trace")
 
     def __init__(self, differentiating: bool = False, train: bool | None = None, rng=None):
         self.originals: dict[tuple, tuple[Slot, Any]] = {}
@@ -49,6 +50,7 @@ class Region:
         self.train = train
         self.rng = rng
         self.born: set[int] = set()  # ids of the layers built inside the region (their fields are their own)
+        self.trace = None  # the JAX trace the region's body runs in (set on entry)
 
     def swap(self, slot: Slot, value) -> None:
         k = (id(slot.owner), slot.key)
@@ -57,6 +59,12 @@ class Region:
         slot.set(value)
 
     def write(self, slot: Slot, value) -> None:
+        if isinstance(value, jax.core.Tracer):
+            now = _trace_now()
+            if now is not self.trace and getattr(value, "_trace", None) is now:
+                # made inside a jax transformation the body opened (jax.vmap, lax.scan, lax.cond...):
+                # it cannot leave that transformation, so the region could not return it
+                raise RuntimeError(NESTED_ERROR.format(what=f"{type(slot.owner).__name__}.{slot.key}"))
         ident = slot.ident()
         if ident not in self.written:
             self.before[ident] = ABSENT if slot.attr is True and slot.key not in slot.owner.__dict__ else slot.get()
@@ -72,6 +80,7 @@ class Region:
                 slot.set_base(value)
 
     def __enter__(self):
+        self.trace = _trace_now()
         _stack().append(self)
         return self
 
@@ -83,6 +92,12 @@ class Region:
     def take_key(self):
         self.rng, sub = jax.random.split(self.rng)
         return sub
+
+
+def _trace_now() -> Any:
+    """The JAX trace now under way (no public API says; None if this JAX does not tell)."""
+    ctx = getattr(jax_core, "trace_ctx", None)
+    return None if ctx is None else ctx.trace
 
 
 ABSENT = object()  # the value before a region's write of an attribute the object did not have
@@ -154,6 +169,14 @@ def written(region: Region) -> list[tuple[Slot, Any]]:
     """`collect` for `run_in_region`: each written slot with its new value."""
     return [(slot, slot.get()) for slot in region.written.values()]
 
+
+NESTED_ERROR = (
+    "{what} was written inside a jax transformation (jax.vmap, lax.scan, lax.cond, ...) opened inside "
+    "fluxjax's own (fluxjax.jit, gradient, functional's apply): the new state cannot leave it, and Flux has "
+    "no such per-call state. Call the layer outside that transformation (BatchNorm normalises over the batch "
+    "axis of the whole batch), put it in test mode there (testmode_(layer)), or thread its state yourself "
+    "with the pure view fluxjax.functional(layer). Nothing was written to the model."
+)
 
 TRACER_ERROR = (
     "{what} tried to store a traced value outside fluxjax's transformations. This happens when a "

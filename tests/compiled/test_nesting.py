@@ -181,3 +181,58 @@ def test_a_global_or_closure_variable_rebound_to_a_traced_value_raises(make):
     assert float(_TOTAL) == 0.0
     with Flux.eager():
         assert float(fn(jnp.ones(()))) == 1.0  # the variable is whole: the eager call goes on from it
+
+
+def _inner_ways():
+    """A train-mode layer called inside a jax transformation opened inside fluxjax's own."""
+    xs = jnp.ones((3, 2, 4)) * jnp.arange(3.0)[:, None, None]
+    return {
+        "vmap": lambda m: jnp.sum(jax.vmap(m)(xs)),
+        "scan": lambda m: jnp.sum(jax.lax.scan(lambda c, x: (c, m(x)), 0.0, xs)[1]),
+        "cond": lambda m: jnp.sum(jax.lax.cond(True, m, lambda x: x, X)),
+        "fori": lambda m: jnp.sum(jax.lax.fori_loop(0, 2, lambda i, x: m(x), X)),
+    }
+
+
+@pytest.mark.parametrize("way", ["vmap", "scan", "cond", "fori"])
+@pytest.mark.parametrize("outer", ["jit", "gradient", "functional"])
+def test_a_state_write_inside_a_transformation_of_the_body_is_a_clear_error(way, outer):
+    """Flux has no vmap: BatchNorm's running statistics cannot come out of one (nor out of a scan,
+    cond or loop body the function opens). The error names the field; the model is untouched."""
+    f = _inner_ways()[way]
+    m = Flux.Chain(Flux.Dense(2, 2), Flux.trainmode_(Flux.BatchNorm(2)))
+    before = [np.asarray(a) for a in jax.tree_util.tree_leaves(m)]
+    run = {"jit": lambda: Flux.jit(f)(m),
+           "gradient": lambda: Flux.gradient(f, m),
+           "functional": lambda: (lambda p, s, apply: apply(p, s, None))(*_functional_of(m, f))}[outer]
+    with pytest.raises(RuntimeError, match=r"BatchNorm\.mu was written inside a jax transformation"):
+        run()
+    _no_tracers(m)
+    for a, b in zip(before, jax.tree_util.tree_leaves(m)):
+        np.testing.assert_array_equal(a, b)
+
+
+def _functional_of(m, f):
+    """`functional(model)` of a wrapper whose forward is `f(model)`: `apply(params, state, x)`."""
+
+    @Flux.layer
+    class Wrap:
+        def __init__(self, m):
+            self.m = m
+
+        def __call__(self, _):
+            return f(self.m)
+
+    return Flux.functional(Wrap(m))
+
+
+def test_dropout_under_vmap_inside_jit_still_advances_the_key():
+    """A write whose value was made outside the inner transformation (Dropout's next key, split from
+    the unbatched key) is no leak: it lands as before."""
+    d = Flux.trainmode_(Flux.Dropout(0.5))
+    f = Flux.jit(lambda m, xs: jax.vmap(m)(xs))
+    xs = jnp.ones((3, 8))
+    y1, y2 = f(d, xs), f(d, xs)
+    assert y1.shape == (3, 8)
+    assert not np.array_equal(np.asarray(y1), np.asarray(y2))  # fresh draws per call
+    _no_tracers(d)
