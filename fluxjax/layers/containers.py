@@ -57,11 +57,16 @@ def _check_connection(kind: str, connection: Any) -> None:
 _ELEMENTWISE = tuple(f for f in _JULIA_NAMES if f is not operator.matmul)
 
 
-def _check_elementwise(owner: Any, connection: Callable, outs) -> None:
-    """Before an elementwise connection (`+`, `*`, `max`, ...), a `DimensionMismatch` naming the layer
-    when the arrays cannot broadcast, instead of JAX's bare broadcasting error."""
+def _julia_aligned(owner: Any, connection: Callable, outs) -> list:
+    """The outputs for an elementwise connection (`+`, `*`, `max`, ...), aligned on their first dims as
+    Julia broadcasts them: numpy aligns the last dims, so `(4,) + (4, 1)` would be `(4, 4)` where Flux
+    gives `(4, 1)`. A `DimensionMismatch` naming the layer when the arrays cannot broadcast, instead of
+    JAX's bare broadcasting error."""
+    outs = list(outs)
     if not any(connection is f for f in _ELEMENTWISE) or not all(hasattr(o, "shape") for o in outs):
-        return
+        return outs
+    n = max(len(o.shape) for o in outs)
+    outs = [o if len(o.shape) == n else jnp.reshape(o, (*o.shape, *(1,) * (n - len(o.shape)))) for o in outs]
     try:
         jnp.broadcast_shapes(*(tuple(o.shape) for o in outs))
     except ValueError:
@@ -69,11 +74,12 @@ def _check_elementwise(owner: Any, connection: Callable, outs) -> None:
         raise DimensionMismatch(
             f"layer {one_line(owner)}: the connection {fn_name(connection)} cannot combine arrays of sizes {got}"
         ) from None
+    return outs
 
 
 def _connect(connection: Callable, outs: list, owner: Any = None):
     if owner is not None:
-        _check_elementwise(owner, connection, outs)
+        outs = _julia_aligned(owner, connection, outs)
     if len(outs) != 2 and any(connection is f for f in _NARY):
         return reduce(connection, outs)
     return connection(*outs)
@@ -249,8 +255,7 @@ class PairwiseFusion(_Indexed):
                 )
         ys = [layers[0](inputs[0])]
         for lay, x in zip(layers[1:], inputs[1:], strict=True):
-            _check_elementwise(self, self.connection, (ys[-1], x))
-            ys.append(lay(self.connection(ys[-1], x)))
+            ys.append(lay(self.connection(*_julia_aligned(self, self.connection, (ys[-1], x)))))
         return tuple(ys)
 
 
@@ -276,9 +281,7 @@ class SkipConnection:
         self.connection = connection
 
     def __call__(self, x) -> Any:
-        y = self.layers(x)
-        _check_elementwise(self, self.connection, (y, x))
-        return self.connection(y, x)
+        return self.connection(*_julia_aligned(self, self.connection, (self.layers(x), x)))
 
     def _show(self) -> str:
         return f"SkipConnection({fn_name(self.layers)}, {fn_name(self.connection)})"
@@ -319,7 +322,7 @@ class Maxout:
         self.layers = tuple(layers)
 
     def __call__(self, x) -> Any:
-        return reduce(jnp.maximum, (lay(x) for lay in self.layers))
+        return reduce(jnp.maximum, _julia_aligned(self, jnp.maximum, [lay(x) for lay in self.layers]))
 
     def __getitem__(self, i):
         return self.layers[i]

@@ -132,7 +132,7 @@ def _as_array(x, lay=None):
 
 def _geometry(owner: str, n: int, k: tuple, stride, dilation, pad, *, outpad=None, pad_k=None):
     """Checked `(stride, dilation, pad[, outpad])`: stride >= 1, dilation >= 1 (0 allowed where the
-    kernel size is 1, as Flux), pad and outpad >= 0, one entry per spatial dim."""
+    kernel size is 1, as Flux), pad >= 0 and 0 <= outpad < stride, one entry per spatial dim."""
     s = int_tuple(owner, "stride", stride, n)
     d = int_tuple(owner, "dilation", dilation, n, minimum=0)
     if any(dd < 1 and kk > 1 for dd, kk in zip(d, k)):
@@ -143,7 +143,11 @@ def _geometry(owner: str, n: int, k: tuple, stride, dilation, pad, *, outpad=Non
         raise ValueError(f"{owner}: {e}") from None
     if outpad is None:
         return s, d, p
-    return s, d, p, int_tuple(owner, "outpad", outpad, n, minimum=0)
+    op = int_tuple(owner, "outpad", outpad, n, minimum=0)
+    if any(o >= ss for o, ss in zip(op, s)):
+        # NNlib's ∇conv_data: no convolution maps that output size back onto the input (its check_dims fails)
+        raise ValueError(f"{owner}: outpad must be smaller than stride in every dim, got outpad={outpad!r}, stride={stride!r}")
+    return s, d, p, op
 
 
 def _pad_total(pad: tuple, i: int, n: int) -> int:
@@ -288,7 +292,7 @@ class ConvTranspose:
     `ConvTranspose(k, (cin, cout), σ=identity; stride=1, pad=0, outpad=0, dilation=1, groups=1,
     bias=True, init=glorot_uniform)` builds a weight `(k..., cout ÷ groups, cin)`; `ConvTranspose(weight,
     bias=True, σ; ...)` wraps one. Output spatial size `(n-1)*s + 1 + (k-1)*d - (lo+hi) + outpad`;
-    `pad=SamePad()` gives `n * stride`.
+    `pad=SamePad()` gives `n * stride`. `outpad` must be smaller than `stride` (NNlib's size check).
 
     ```python
     >>> ConvTranspose((5, 5), (3, 7), stride=2)(jnp.ones((100, 100, 3, 50))).shape

@@ -363,14 +363,22 @@ class Dropout:
         x = as_array(self, x)
         if self.p == 0 or not is_active(self):
             return x
+        if self.dims is not None and not all(-x.ndim <= d < x.ndim for d in self.dims):
+            raise DimensionMismatch(
+                f"layer {name(self)} varies its mask along dims={self._dims_str()} (0-based axes), "
+                f"which an input {describe(x)} does not have"
+            )
         if self.p == 1:
             return dropout(x, 1.0)  # zeros (floats for integer input), without drawing a key
         return dropout(layer_key(self), x, self.p, dims=self.dims)
 
+    def _dims_str(self) -> str:
+        return str(self.dims[0] if len(self.dims) == 1 else self.dims)
+
     def _show(self):
         s = f"Dropout({self.p}"
         if self.dims is not None:
-            s += f", dims={self.dims[0] if len(self.dims) == 1 else self.dims}"
+            s += f", dims={self._dims_str()}"
         if self.active is not None:
             s += f", active={str(self.active).lower()}"
         return s + ")"

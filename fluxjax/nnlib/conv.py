@@ -310,6 +310,11 @@ def conv_transpose(
         )
     k, s, d = w.shape[:n], expand(stride, n, "stride"), expand(dilation, n, "dilation")
     op = expand(outpad, n, "outpad")
+    if any(o < 0 or o >= ss for o, ss in zip(op, s, strict=True)):
+        raise ValueError(
+            f"DimensionMismatch: conv_transpose needs 0 <= outpad < stride in every dim (the output must map back "
+            f"onto the input), got outpad={outpad!r}, stride={stride!r}"
+        )
     # Adjoint of the cross-correlation with w' = flip(w) (flipped=False) or w (flipped=True):
     # a cross-correlation of the s-dilated input with flip(w'), padded by (k-1)*d - lo on the
     # left and (k-1)*d - hi + outpad on the right (negative values crop).

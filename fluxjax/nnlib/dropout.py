@@ -46,6 +46,8 @@ def dropout(*args, dims=None, active: bool = True):
         ds = dims if isinstance(dims, tuple) else (dims,)
         if not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in ds):
             raise TypeError(f"dropout: dims must be an int or a tuple of ints (0-based axes), got {dims!r}")
+        if not all(-x.ndim <= d < x.ndim for d in ds):
+            raise ValueError(f"dropout: dims={dims!r} names an axis that an array of shape {x.shape} does not have (0-based)")
         axes = {d % x.ndim for d in ds}
         shape = tuple(s if i in axes else 1 for i, s in enumerate(x.shape))
     keep = jax.random.bernoulli(resolve_key(rng), 1 - p, shape)

@@ -336,3 +336,22 @@ def test_containers_nested_in_chain_print():
     assert lines[:3] == ["Chain(", "  SkipConnection(", "    Chain("]
     assert "+," in lines[6]
     assert m(jnp.ones((2, 3))).shape == (1, 3)
+
+
+def test_elementwise_connections_align_first_dims_as_julia():
+    # Julia broadcasts (and `+` promotes shapes) aligning the FIRST dims: in Flux a (4,) output plus a
+    # (4, 1) output is (4, 1). numpy aligns the last dims and gave a (4, 4) matrix of sums.
+    a, b = _dense(3, 4), _dense(3, 4)
+    x1 = RNG.standard_normal(3).astype(np.float32)
+    x2 = RNG.standard_normal((3, 1)).astype(np.float32)
+    ya = _np_dense(*(np.asarray(v, np.float64) for v in (a.weight, a.bias, x1)))
+    yb = _np_dense(*(np.asarray(v, np.float64) for v in (b.weight, b.bias, x2)))
+    _close(Parallel(operator.add, a, b)(x1, x2), ya[:, None] + yb)
+    ys = PairwiseFusion(operator.add, b, _dense(4, 4))(x2, ya.astype(np.float32))
+    assert ys[1].shape == (4, 1)
+    # SkipConnection(f, +) with f dropping the batch axis: the column is added to each column of x
+    x = RNG.standard_normal((3, 2)).astype(np.float32)
+    _close(SkipConnection(lambda v: v[:, 0], operator.add)(x), x + x[:, :1])
+    # Maxout's max.(acc, out): a mismatch names the layer instead of JAX's broadcasting TypeError
+    with pytest.raises(fluxjax.DimensionMismatch, match=r"layer Maxout\(Dense\(3 => 2\), Dense\(3 => 4\)\)"):
+        Maxout(_dense(3, 2), _dense(3, 4))(x)

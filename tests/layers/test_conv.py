@@ -22,7 +22,7 @@ from fluxjax.layers.basic import Chain, Dense
 from fluxjax.layers.conv import Conv, ConvTranspose, CrossCor, DepthwiseConv, SamePad
 from fluxjax.layers.pooling import MaxPool
 from fluxjax.nnlib import conv as nn_conv
-from fluxjax.nnlib import relu, sigmoid, softmax
+from fluxjax.nnlib import conv_transpose, relu, sigmoid, softmax
 from fluxjax.outputsize import outputsize
 
 try:
@@ -356,6 +356,20 @@ def test_convtranspose_values_and_adjoint(kw):
     assert out.shape == x.shape
     (adj,) = back(jnp.asarray(x))
     np.testing.assert_allclose(ConvTranspose(w, False, **kw)(x), adj, rtol=1e-5, atol=1e-5)
+
+
+def test_convtranspose_outpad_must_be_below_stride():
+    # NNlib's ∇conv_data checks that a convolution maps the output back onto the input
+    # (check_dims: "Data output spatial size"), which holds only for outpad < stride: Flux errors
+    # for ConvTranspose((3,), 1 => 1, stride=2, outpad=2); fluxjax gave an 11-long output padded with zeros.
+    x = _jl(range(1, 5), (4, 1, 1))
+    m = ConvTranspose(_jl([1, 1, 1], (3, 1, 1)), False, stride=2, outpad=1)
+    np.testing.assert_allclose(m(x)[:, 0, 0], [1, 1, 3, 2, 5, 3, 7, 4, 4, 0])  # the largest allowed outpad
+    for kw in (dict(stride=2, outpad=2), dict(stride=1, outpad=1), dict(stride=(2, 3), outpad=(1, 3))):
+        with pytest.raises(ValueError, match="outpad must be smaller than stride"):
+            ConvTranspose((3, 3), (1, 1), **kw)
+    with pytest.raises(ValueError, match="outpad < stride"):
+        conv_transpose(jnp.ones((4, 1, 1)), jnp.ones((3, 1, 1)), stride=2, outpad=2)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -48,3 +48,19 @@ def test_dropout_bad_arguments():
         dropout(jnp.ones(3))
     with pytest.raises(TypeError):
         dropout(jax.random.PRNGKey(0), jnp.ones(3), 0.5, dims=1.5)
+
+
+def test_dropout_dims_out_of_range_raises():
+    # dims=4 on a WHCN array (Flux's 1-based batch axis, translated without the -1) used to wrap round
+    # to axis 0 and drop whole rows of the width axis; it names no axis of the array, so it raises.
+    x = jnp.ones((2, 2, 3, 4))
+    with pytest.raises(ValueError, match="dims=4"):
+        dropout(jax.random.PRNGKey(0), x, 0.5, dims=4)
+    with pytest.raises(ValueError, match="dims"):
+        dropout(jax.random.PRNGKey(0), x, 0.5, dims=(2, -5))
+    y = np.asarray(dropout(jax.random.PRNGKey(0), x, 0.5, dims=-1))  # the batch axis: one mask value per sample
+    assert np.all(y == y[:1, :1, :1, :])
+    layer = Flux.trainmode_(Flux.Dropout(0.5, dims=4))
+    with pytest.raises(Flux.DimensionMismatch, match=r"layer Dropout\(0\.5, dims=4.*2×2×3×4"):
+        layer(x)
+    np.testing.assert_array_equal(Flux.testmode_(layer)(x), x)  # test mode: the identity, as Flux
