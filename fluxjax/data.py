@@ -7,6 +7,7 @@ Indices are 0-based: `onecold` without labels returns `argmax` along axis 0.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -289,7 +290,8 @@ def batch(xs: Any) -> Any:
 
 
 def unbatch(x: Any) -> list:
-    """Split an array along its last axis into a list of observations (MLUtils.unbatch).
+    """Split an array along its last axis into a list of observations (MLUtils.unbatch). A list or
+    tuple is taken as observations already and comes back as a list.
 
     ```python
     >>> unbatch(jnp.array([[1, 3], [2, 4]]))            # [array([1, 2]), array([3, 4])]
@@ -297,6 +299,8 @@ def unbatch(x: Any) -> list:
 
     ```
     """
+    if isinstance(x, (list, tuple)):  # already observations: MLUtils' `unbatch(x::AbstractVector) = x`
+        return list(x)
     x = jnp.asarray(x)
     if x.ndim == 0:
         raise ValueError("unbatch expects an array with at least one dimension")
@@ -316,6 +320,14 @@ def _leaf(x: Any, path: str) -> Any:
             "or a tuple / dict of arrays with observations along the last axis"
         )
     elif isinstance(x, (list, range)) or np.isscalar(x):
+        if isinstance(x, list) and any(isinstance(v, (list, tuple, dict)) or np.ndim(v) > 0 for v in x):
+            # MLUtils takes a Vector's items as its observations, where np.asarray would put the items'
+            # own elements along the last axis: say so rather than batch the wrong axis
+            raise TypeError(
+                f"DataLoader: data{path} is a list of {len(x)} sequences or arrays, not of numbers; it does not "
+                "convert to one numeric array with the observations along its last axis. Stack the "
+                "observations with batch(items) (a new last axis), or pass a tuple of arrays for (x, y) pairs."
+            )
         try:
             arr = np.asarray(x)
         except ValueError as e:  # a ragged list
@@ -370,7 +382,8 @@ class DataLoader:
     NumPy data stays on the host and only each batch is transferred.
 
     - `batchsize`: observations per batch; a negative value yields single observations (the last
-      axis dropped), as MLUtils.
+      axis dropped), as MLUtils. A `batchsize` above the number of observations is lowered to it, with
+      a warning (so `partial=False` still gives one batch), as MLUtils; data with no observations raises.
     - `shuffle`: reshuffle the observations at the start of every epoch (every `iter`).
     - `partial`: keep the last, smaller batch (`False` drops it).
     - `rng`: `None` (a key drawn from the global key at construction, so `fluxjax.seed_(n)`
@@ -413,6 +426,14 @@ class DataLoader:
             listing = ", ".join(f"data{p or ''}: {n}" for p, n in sizes.items())
             raise DimensionMismatch(f"DataLoader: all arrays must have the same number of observations (last axis); got {listing}")
         self.nobs = int(next(iter(sizes.values())))
+        if self.nobs == 0:
+            raise ValueError("DataLoader: data holds no observations (its last axis has length 0)")
+        if self.nobs < batchsize:  # as MLUtils' BatchView, which also warns
+            warnings.warn(
+                f"DataLoader: number of observations less than batch-size, decreasing the batch-size to {self.nobs}",
+                stacklevel=2,
+            )
+            batchsize = self.nobs
         self.batchsize = int(batchsize)
         self.shuffle = bool(shuffle)
         self.partial = bool(partial)

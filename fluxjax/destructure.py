@@ -14,7 +14,7 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
-from .core.layer import is_array
+from .core.layer import is_array, is_layer, trainable
 from .core.plain import find_plain
 from .core.trainables import trainable_arrays
 from .core.walk import rebuild, walk
@@ -67,6 +67,41 @@ def _unvec(v, shape):
     return jnp.transpose(jnp.reshape(v, tuple(reversed(shape)))) if len(shape) > 1 else jnp.reshape(v, shape)
 
 
+def _trainable_places(root: list) -> tuple[set, set]:
+    """Where `trainables` finds arrays in `walk(root)`'s terms: `(exact, whole)`, the `Slot.ident()`s of
+    the arrays reached through trainable fields, and the places under which everything is (a gradient's
+    `Tangent`, every field of which counts). An array held both there and in a non-trainable field is
+    one object; `re` replaces it only at the first kind of place, as Optimisers.jl's `Restructure`."""
+    exact: set = set()
+    whole: set = set()
+    seen: set[int] = set()
+
+    def go(v, owner, key, path):
+        if is_layer(v):
+            if id(v) not in seen:
+                seen.add(id(v))
+                for k, e in trainable(v).items():
+                    go(e, v, k, ())
+        elif isinstance(v, Tangent):
+            whole.add((id(owner), key, path))
+        elif is_array(v):
+            exact.add((id(owner), key, path))
+        elif isinstance(v, tuple):
+            for i, e in enumerate(v):
+                go(e, owner, key, path + (i,))
+        elif isinstance(v, (list, dict)):
+            for k, e in (v.items() if isinstance(v, dict) else enumerate(v)):
+                go(e, v, k, ())
+
+    go(root[0], root, 0, ())
+    return exact, whole
+
+
+def _is_trainable_place(slot: Any, exact: set, whole: set) -> bool:
+    o, k, path = slot.ident()
+    return (o, k, path) in exact or any((o, k, path[:j]) in whole for j in range(len(path) + 1))
+
+
 class Restructure:
     """The `re` of `flat, re = destructure(model)`: `re(v)` is a copy of `model` with its trainable
     arrays read from the vector `v` (Optimisers.jl's `Restructure`).
@@ -85,9 +120,13 @@ class Restructure:
     def __init__(self, model: Any, arrays: list):
         # The structure as it is now (layer objects copied, arrays shared), so that later rebinding of
         # the live model (update_, loadmodel_) does not change what `re` rebuilds.
-        leaves = walk([model]).leaves
-        self.model = rebuild([model], leaves)[0]
+        root = [model]
+        w = walk(root)
+        leaves = w.leaves
+        self.model = rebuild(root, leaves)[0]
         self._leaves = leaves  # the leaves of `self.model` too, in the walk's order
+        exact, whole = _trainable_places(root)
+        self._trainable = [_is_trainable_place(slot, exact, whole) for slot in w.slots]
         self.offsets: dict[int, tuple[int, tuple, Any]] = {}
         off = 0
         for a in arrays:
@@ -104,8 +143,8 @@ class Restructure:
             )
         new_arrays: dict[int, Any] = {}
 
-        def arr(a):
-            if not is_array(a) or id(a) not in self.offsets:
+        def arr(a, at_trainable):
+            if not at_trainable or not is_array(a) or id(a) not in self.offsets:
                 return a  # not trainable: kept
             if id(a) not in new_arrays:
                 off, shape, dtype = self.offsets[id(a)]
@@ -118,7 +157,7 @@ class Restructure:
 
         # the walk's rebuild: layers copied (a tie stays one object), the destructure of a gradient
         # (`Tangent`) rebuilds a gradient
-        return rebuild([self.model], [arr(a) for a in self._leaves])[0]
+        return rebuild([self.model], [arr(a, t) for a, t in zip(self._leaves, self._trainable, strict=True)])[0]
 
     def __repr__(self):
         return f"Restructure({type(self.model).__name__}, ..., {self.length})"

@@ -36,8 +36,16 @@ def functional(model: Any) -> tuple[dict, dict, Callable]:
     params = {names[i]: w.leaves[i] for i in p_idx}
     state = {names[i]: w.leaves[i] for i in s_idx}
     slots = w.slots
+    places = [slot.ident() for slot in slots]
 
     def apply(params: dict, state: dict, *inputs, train: bool | None = None, rng=None):
+        if [slot.ident() for slot in walk([model]).slots] != places:
+            # a layer replaced (or an array field added or removed) since: `params` would be swapped into
+            # places the model no longer reads, and the new layer's own arrays used instead, silently
+            raise RuntimeError(
+                "functional: the model's structure changed after params, state, apply = functional(model) "
+                "(a layer replaced, or a field added or removed); call functional(model) again"
+            )
         swaps = [(slots[i], params[names[i]]) for i in p_idx] + [(slots[i], state[names[i]]) for i in s_idx]
         if train is not None:  # every layer follows the region's mode
             swaps += [(Slot(lay, "active", True), None) for lay in all_layers(model) if "active" in lay.__dict__]

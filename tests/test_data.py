@@ -267,3 +267,41 @@ def test_dataloader_on_a_transposed_numpy_view_gives_the_right_batches():
     np.testing.assert_array_equal(np.sort(seen[0]), base[:, 0])
     for col in seen.T:  # every batch column is a whole observation
         np.testing.assert_array_equal(col, base[int(col[0]) // 5])
+
+
+def test_dataloader_batchsize_above_nobs_is_lowered_as_mlutils():
+    # MLUtils' BatchView: "Number of observations less than batch-size, decreasing the batch-size to n",
+    # so partial=false still gives one batch (it used to give none: a silent train_ of zero steps)
+    X = np.arange(10).reshape(5, 2).T
+    with pytest.warns(UserWarning, match="decreasing the batch-size to 5"):
+        d = DataLoader((X, np.arange(5)), batchsize=7, partial=False)
+    assert len(d) == 1 and d.batchsize == 5
+    (x, y), = list(d)
+    assert eq(x, X) and eq(y, np.arange(5))
+
+
+def test_dataloader_refuses_data_without_observations():
+    # MLUtils: a batch-size lowered to 0 observations divides by zero; iterating an empty ObsView fails
+    with pytest.raises(ValueError, match="no observations"):
+        DataLoader((np.zeros((2, 0)), np.zeros(0)), batchsize=2)
+    with pytest.raises(ValueError, match="no observations"):
+        DataLoader(np.zeros((3, 0)), batchsize=-1)
+
+
+def test_dataloader_refuses_a_list_of_observations():
+    # A Julia Vector of vectors is 2 observations; np.asarray made it 3 observations of 2 features
+    # (the transpose): refused with what to use instead
+    for data in ([[1, 2, 3], [4, 5, 6]], [np.ones(3), np.zeros(3)], [(np.ones(2), 1), (np.zeros(2), 0)]):
+        with pytest.raises(TypeError, match="list of 2 sequences or arrays.*batch"):
+            DataLoader(data, batchsize=1)
+    assert [b.tolist() for b in DataLoader([1, 2, 3], batchsize=2)] == [[1, 2], [3]]  # numbers still work
+    obs = [np.array([1.0, 2.0]), np.array([3.0, 4.0])]
+    assert [b.tolist() for b in DataLoader(batch(obs), batchsize=1)] == [[[1.0], [2.0]], [[3.0], [4.0]]]
+
+
+def test_unbatch_of_a_list_is_the_list():
+    # MLUtils: unbatch(x::AbstractVector) = x; it used to stack the list and split the other axis
+    obs = [np.array([1.0, 1.0]), np.array([0.0, 0.0])]
+    out = unbatch(obs)
+    assert len(out) == 2 and eq(out[0], [1.0, 1.0]) and eq(out[1], [0.0, 0.0])
+    assert [eq(a, b) for a, b in zip(unbatch(batch(obs)), obs)] == [True, True]

@@ -92,9 +92,10 @@ def test_modules_lists_containers_like_flux():
 
 
 def test_restructure_is_the_walks_rebuild():
-    # `re` rebuilds through fluxjax.core.walk.rebuild: an array that a trainable field shares with a
-    # non-trainable one is replaced in both (the tie stays; it used to stay the old array in the
-    # non-trainable field), and the destructure of a gradient rebuilds a gradient
+    # `re` rebuilds through fluxjax.core.walk.rebuild, replacing arrays only at trainable places: an
+    # array that a trainable field shares with a non-trainable one is new in the trainable field and
+    # the old one in the other, as Optimisers.jl's `_rebuild` (its `_trainmap` keeps a non-trainable
+    # field's child `c` as it is); the destructure of a gradient rebuilds a gradient
     @Flux.layer(trainable=("W",))
     class Shared:
         def __init__(self):
@@ -108,8 +109,24 @@ def test_restructure_is_the_walks_rebuild():
     flat, re = destructure(s)
     assert flat.shape == (4,)
     s0 = re(jnp.zeros(4))
-    assert s0.W is s0.V
-    np.testing.assert_array_equal(s0.V, np.zeros((2, 2)))
+    np.testing.assert_array_equal(s0.W, np.zeros((2, 2)))
+    np.testing.assert_array_equal(s0.V, np.ones((2, 2)))
+    # the same below a frozen (non-trainable) field that holds a layer: its arrays are kept
+    @Flux.layer(trainable=("a",))
+    class Frozen:
+        def __init__(self, a, inner):
+            self.a, self.inner = a, inner
+
+        def __call__(self, x):
+            return self.a @ x + self.inner(x)
+
+    W = jnp.ones((2, 2))
+    f = Frozen(W, Dense(W, False))
+    flat, re = destructure(f)
+    assert flat.shape == (4,)
+    f0 = re(jnp.arange(4.0))
+    np.testing.assert_array_equal(f0.a, np.array([[0.0, 2.0], [1.0, 3.0]]))  # column-major
+    np.testing.assert_array_equal(f0.inner.weight, np.ones((2, 2)))
     d = Dense(2, 2)
     m = Chain(d, d)
     x = jnp.ones((2, 3))

@@ -284,3 +284,15 @@ def test_leavepout_mapobs_filterobs_joinobs_obsview():
     assert a.shape == (2, 8) and b.tolist() == list(range(8))
     # obsview keeps the observation axis
     assert Flux.obsview(X, 2).shape == (2, 1) and Flux.obsview(X, [0, 3]).shape == (2, 2)
+
+
+def test_getobs_out_of_range_raises_for_jax_arrays():
+    # MLUtils: getobs(x, 8) on 5 observations is a BoundsError; indexing a jax array clamps to the
+    # last observation, silently
+    X = jnp.arange(10).reshape(2, 5)
+    with pytest.raises(IndexError, match="index 7 is out of range for 5 observations"):
+        Flux.getobs(X, 7)
+    with pytest.raises(IndexError, match="index -6"):
+        Flux.getobs((X, jnp.arange(5)), [0, -6])
+    np.testing.assert_array_equal(Flux.getobs(X, -1), [4, 9])  # Python's negative indices stay
+    np.testing.assert_array_equal(Flux.getobs(X, [4, 0]), [[4, 0], [9, 5]])

@@ -277,3 +277,19 @@ def test_within_gradient():
     Flux.gradient(f, jnp.ones(2))
     Flux.jit(f)(jnp.ones(2))
     assert seen == [False, True, False]
+
+
+def test_functional_apply_refuses_a_model_edited_since():
+    # A layer replaced after functional(model): apply used to swap `params` into the old layer, which
+    # the model no longer calls, and ran the new layer's own weights, silently
+    m = Flux.Chain(enc=Flux.Dense(2, 2), dec=Flux.Dense(2, 1))
+    params, state, apply = Flux.functional(m)
+    x = jnp.ones((2, 3))
+    ones = {k: jnp.ones_like(v) for k, v in params.items()}
+    np.testing.assert_allclose(apply(ones, state, x)[0], np.full((1, 3), 7.0))  # 1·(2·1 + 1)·2 + 1
+    st = Flux.setup(Flux.Descent(0.1), m)  # new arrays in the same places are fine
+    Flux.update_(st, m, Flux.gradient(lambda m: jnp.sum(m(x)), m)[0])
+    np.testing.assert_allclose(apply(ones, state, x)[0], np.full((1, 3), 7.0))
+    m.layers["dec"] = Flux.Dense(2, 1)
+    with pytest.raises(RuntimeError, match="structure changed.*functional\\(model\\) again"):
+        apply(ones, state, x)

@@ -82,12 +82,28 @@ def getobs(data: Any, idx: Any = None) -> Any:
         parts = [getobs(v, idx) for v in data]
         return type(data)(*parts) if hasattr(data, "_fields") else tuple(parts)
     if is_array(data):
-        if isinstance(idx, (int, np.integer, slice)):
+        if isinstance(idx, slice):
             return data[..., idx]
-        return data[..., np.asarray(idx)]
+        if isinstance(idx, (int, np.integer)):
+            _check_bounds(np.asarray(idx), data)
+            return data[..., idx]
+        idx = np.asarray(idx)
+        _check_bounds(idx, data)
+        return data[..., idx]
     if isinstance(idx, (int, np.integer, slice)):
         return data[idx]
     return [data[int(i)] for i in np.asarray(idx).reshape(-1)]
+
+
+def _check_bounds(idx: np.ndarray, data: Any) -> None:
+    """IndexError for an observation index out of range, as MLUtils' BoundsError: indexing a JAX array
+    clamps an index out of range to the last observation, silently."""
+    if np.ndim(data) == 0:
+        raise ValueError("getobs: a 0-dimensional array has no observation axis")
+    n = data.shape[-1]
+    if idx.dtype.kind in "iu" and idx.size and not (-n <= idx.min() and idx.max() < n):
+        bad = idx[(idx < -n) | (idx >= n)].reshape(-1)[0]
+        raise IndexError(f"getobs: observation index {int(bad)} is out of range for {n} observations (0-based)")
 
 
 def shuffleobs(data: Any, *, rng: Any = None) -> Any:
