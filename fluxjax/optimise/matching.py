@@ -148,6 +148,9 @@ def _collect(opt_state, model, grads, keep_none=False):
                     f"{_kind(m)} there; was opt_state set up for another model? Call setup(rule, model) for this one"
                 )
             _check_layer_grad(g, m, path)
+            for k, v in m.__dict__.items():
+                if st.fields.get(k) is None:  # outside the state tree: an array here may be a parameter too
+                    _scan(v, Slot(m, k, True), others, scanned)
             for k, sub in st.fields.items():
                 if sub is None:
                     continue
@@ -200,8 +203,34 @@ def _collect(opt_state, model, grads, keep_none=False):
             "the arguments are update_(opt_state, model, grads)"
         )
 
+    others: list[tuple[Slot, Any]] = []
+    scanned: set[int] = set()
     go(opt_state, model, grads, _Root(), "")
+    if others:  # Flux steps a parameter in place: a non-trainable field holding the same array sees it move
+        by_array = {id(e[1]): e for e in acc.values()}
+        for slot, v in others:
+            e = by_array.get(id(v))
+            if e is not None and slot.ident() not in e[4]:
+                e[4].add(slot.ident())
+                e[3].append(slot)
     return [e[:4] for e in acc.values() if keep_none or e[2] is not None]
+
+
+def _scan(v: Any, slot: Slot, out: list, seen: set[int]) -> None:
+    """Every array under `v` (a field outside the optimiser state tree) with its slot, into `out`."""
+    if is_array(v):
+        out.append((slot, v))
+    elif is_layer(v):
+        if id(v) not in seen:
+            seen.add(id(v))
+            for k, e in v.__dict__.items():
+                _scan(e, Slot(v, k, True), out, seen)
+    elif isinstance(v, tuple):
+        for i, e in enumerate(v):
+            _scan(e, Slot(slot.owner, slot.key, slot.attr, slot.path + (i,)), out, seen)
+    elif isinstance(v, (list, dict)):
+        for k, e in (v.items() if isinstance(v, dict) else enumerate(v)):
+            _scan(e, Slot(v, k, False), out, seen)
 
 
 def _sub(slot, container, k):

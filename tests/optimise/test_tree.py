@@ -291,3 +291,46 @@ def test_train_callback_is_an_error():
     with pytest.raises(TypeError, match=r"does not support callback functions .*trainstep_"):
         train_(lambda *a: 1.0, m, [(1, 2)], setup(Descent(0.1), m), cb=lambda: print("not printed"))
     assert m.weight is w
+
+
+@Flux.layer(trainable=("W",))
+class _Decoder:
+    """`W` trainable; the same array also held in a non-trainable field (`V`, a frozen inner layer)."""
+
+    def __init__(self):
+        self.W = jnp.arange(6.0).reshape(2, 3) / 6
+        self.V = self.W
+        self.inner = Flux.Dense(self.W, False)
+        self.pair = (self.W, jnp.ones(2))
+
+    def __call__(self, x):
+        return self.W @ x + 2 * (self.V @ x) + self.inner(x) + self.pair[0] @ x
+
+
+@pytest.mark.parametrize("how", ["update_", "update", "jit", "eager loop"])
+@pytest.mark.parametrize("rule", [Flux.Descent(0.1), Flux.Adam(0.01)])
+def test_an_array_also_held_in_a_non_trainable_field_moves_with_its_parameter(how, rule):
+    """Optimisers.jl steps a parameter in place, so every field holding that array sees it move. Only
+    the trainable field's gradient counts (Zygote gives each field its own): the step is the one of
+    `W` alone, as a NumPy reference of the rule computes."""
+    m = _Decoder()
+    st = Flux.setup(rule, m)
+    x = jnp.array([1.0, -2.0, 0.5])
+    loss = lambda m: jnp.sum(m(x) ** 2)
+    W, ref_rule = np.asarray(m.W, np.float64), Flux.setup(rule, jnp.asarray(m.W))
+    for _ in range(3):
+        gW = Flux.gradient(loss, m)[0].W
+        ref_rule, ref = Flux.update(ref_rule, jnp.asarray(W, jnp.float32), gW)
+        if how == "update_":
+            Flux.update_(st, m, Flux.gradient(loss, m)[0])
+        elif how == "update":
+            st, m = Flux.update(st, m, Flux.gradient(loss, m)[0])
+        elif how == "jit":
+            Flux.jit(lambda m, st: Flux.update_(st, m, Flux.gradient(loss, m)[0]))(m, st)
+        else:
+            _, g = Flux.withgradient(loss, m)
+            Flux.update_(st, m, g[0])
+        W = np.asarray(ref, np.float64)
+        np.testing.assert_allclose(m.W, W, rtol=1e-5, atol=1e-6)
+        assert m.V is m.W and m.inner.weight is m.W and m.pair[0] is m.W
+        np.testing.assert_array_equal(m.pair[1], np.ones(2))
