@@ -19,11 +19,12 @@ from ..compiled.pure import TRACE_ERRORS, is_eager, tracing_eager_call
 from ..core.layer import LAYER_TYPES
 from ..core.region import current_region
 from ..core.walk import ARRAY_TYPES
+from ..errors import DimensionMismatch
 from .adtypes import ADType, AutoFiniteDifferences
 from .closure import _check_leaks, _snapshot
 from .implicit import Grads, Params
 from .intargs import IntsUndecided, _vjp, traced_with
-from .plan import WithGradient, _grads, _plan, _used_inputs, zygote_cotangents, zygote_seed
+from .plan import WithGradient, _check_scalar, _grads, _plan, _used_inputs, plain_order, zygote_cotangents, zygote_seed
 
 # ---------------------------------------------------------------------------------------------
 # The eager entry points as cached compiled programs.
@@ -221,9 +222,11 @@ def withgradient(f: Callable, *args, jit: bool = True) -> WithGradient:
     WithGradient(val=Array(9., dtype=float32, weak_type=True), grad=(Array(6., dtype=float32, weak_type=True),))
     """
     if _can_compile(f, args, jit) and not (args and isinstance(args[0], ADType)):
-        return _fusable("withgradient", f, args)
-    stats["eager"] += 1
-    return _withgradient(f, *args)
+        out = _fusable("withgradient", f, args)
+    else:
+        stats["eager"] += 1
+        out = _withgradient(f, *args)
+    return WithGradient(plain_order(out.val), out.grad)
 
 
 def _implicit_withgradient(f: Callable, ps: Params) -> Any:
@@ -268,14 +271,60 @@ def pullback(f: Callable, *args) -> tuple[Any, Callable]:
     def pb(dy):
         if dy is None or n == 0:
             return plan.finish([None] * n)
-        dy = jax.tree_util.tree_map(
+        cts = zygote_cotangents(plan.backward(back, zygote_seed(_cotangent(dy, y, "dy"))))
+        return plan.finish([c if u else None for c, u in zip(cts, used)])
+
+    return plain_order(y), pb
+
+
+def _cotangent(dy, y, where: str):
+    """The cotangent `back(dy)` gives JAX's `vjp` for the output `y`: the structure of `y` (tuples, lists,
+    dicts), `None` as zeros, each array of `y`'s shape, in `y`'s dtype. Anything else raises, naming
+    the place in `dy`."""
+    if dy is None:
+        return jax.tree_util.tree_map(jnp.zeros_like, y)
+    if isinstance(y, (tuple, list)):
+        if not isinstance(dy, (tuple, list)) or len(dy) != len(y):
+            raise ValueError(
+                f"pullback: f returned a {type(y).__name__} of {len(y)}, so back's {where} must be a tuple of "
+                f"{len(y)} cotangents (None for zero); got {_describe(dy)}"
+            )
+        items = [_cotangent(d, e, f"{where}[{i}]") for i, (d, e) in enumerate(zip(dy, y))]
+        return type(y)(*items) if hasattr(y, "_fields") else type(y)(items)
+    if isinstance(y, dict):
+        if not isinstance(dy, dict) or set(dy) != set(y):
+            raise ValueError(
+                f"pullback: f returned a dict with keys {list(y)}, so back's {where} must be a dict with those "
+                f"keys (None for zero); got {_describe(dy)}"
+            )
+        return type(y)((k, _cotangent(dy[k], v, f"{where}[{k!r}]")) for k, v in y.items())
+    if not isinstance(y, (jax.Array, np.ndarray, np.generic)):  # another pytree (a layer f returned): as JAX takes it
+        return jax.tree_util.tree_map(
             lambda d, yy: jnp.zeros_like(yy) if d is None else jnp.asarray(d, jnp.result_type(yy)),
             dy, y, is_leaf=lambda z: z is None,
         )
-        cts = zygote_cotangents(back(zygote_seed(dy)))
-        return plan.finish([c if u else None for c, u in zip(cts, used)])
+    try:
+        d = jnp.asarray(dy)
+    except TypeError:
+        d = None
+    if d is None or not (jnp.issubdtype(d.dtype, jnp.number) or d.dtype == jnp.bool_):
+        raise ValueError(f"pullback: back's {where} must be an array or a number like f's output; got {_describe(dy)}")
+    if d.shape != np.shape(y):
+        raise DimensionMismatch(
+            f"pullback: back's {where} has shape {d.shape}, but f's output there has shape {np.shape(y)}; "
+            "dy must have the shape of the output"
+        )
+    return jnp.asarray(d, jnp.result_type(y))
 
-    return y, pb
+
+def _describe(v) -> str:
+    if isinstance(v, (jax.Array, np.ndarray)):
+        return f"an array of shape {v.shape}"
+    if isinstance(v, dict):
+        return f"a dict with keys {list(v)}"
+    if isinstance(v, (tuple, list)):
+        return f"a {type(v).__name__} of {len(v)}"
+    return f"{type(v).__name__} {v!r:.40}"
 
 
 def _vec_jacobian(J, yshape, xshape):
@@ -288,14 +337,14 @@ def _vec_jacobian(J, yshape, xshape):
     return J.reshape(int(np.prod(yshape)), int(np.prod(xshape)))
 
 
-def _jacobian_rows(y, back) -> list:
+def _jacobian_rows(plan, y, back) -> list:
     """Zygote's jacobian: row `k` is the pullback of the `k`-th unit output, `back(e_k)`; for complex
     numbers that is `conj` of JAX's reverse-mode row (`jax.jacrev`, which refuses non-holomorphic
     complex functions). Each result has shape `y.shape + x.shape`."""
     yshape = np.shape(y)
     ny = int(np.prod(yshape))
     basis = jnp.eye(ny, dtype=jnp.result_type(y)).reshape((ny, *yshape))
-    rows = jax.vmap(back)(basis)
+    rows = plan.backward(jax.vmap(back), basis)
     return [J.reshape(yshape + J.shape[1:]) for J in zygote_cotangents(rows)]
 
 
@@ -321,7 +370,12 @@ def withjacobian(f: Callable, *args) -> WithGradient:
         return WithGradient(y, plan.finish([]))
     y, back, aux = run
     plan.commit(aux)
-    jac = _jacobian_rows(y, back)
+    if not isinstance(y, (jax.Array, np.ndarray, np.generic)):
+        raise TypeError(
+            f"jacobian expected a function which returns an array, or a scalar, got {_describe(y)} (as Zygote's "
+            "ArgumentError); take the jacobian of each output separately"
+        )
+    jac = _jacobian_rows(plan, y, back)
     yshape = np.shape(y)
     mats = [_vec_jacobian(J, yshape, np.shape(x)) for J, x in zip(jac, plan.primals)]
     return WithGradient(y, plan.finish(mats))
@@ -369,10 +423,16 @@ def _hessian(f: Callable, x, fn: str, second: Callable) -> Any:
     if len(plan.primals) != 1:
         raise TypeError(f"{fn}(f, x): x must be a single number or float array")
     x0 = plan.primals[0]
-    H = second(lambda z: plan.fx(z)[0])(x0)
+    H = second(lambda z: _scalar(plan.fx(z)[0], fn))(x0)
     if np.ndim(x0) == 0:  # Zygote: a number for a number, `hessian(sin, pi/2) == -1.0`
         return jnp.reshape(H, ())
     return _vec_jacobian(H, np.shape(x0), np.shape(x0))
+
+
+def _scalar(y, fn: str):
+    """`y`, the value of `f` under `hessian`/`diaghessian`, which must be a real scalar as for `gradient`."""
+    _check_scalar(y, fn)
+    return y
 
 
 def diaghessian(f: Callable, *args) -> tuple:
@@ -394,7 +454,7 @@ def diaghessian(f: Callable, *args) -> tuple:
         def fk(z, k=k):
             xs = list(plan.primals)
             xs[k] = z
-            return plan.fx(*xs)[0]
+            return _scalar(plan.fx(*xs)[0], "diaghessian")
 
         H = _vec_jacobian(jax.hessian(fk)(x), np.shape(x), np.shape(x))
         d = jnp.diagonal(jnp.atleast_2d(H))

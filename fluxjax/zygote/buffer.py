@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import jax
 import jax.numpy as jnp
+import numpy as np
 
 
 class Buffer:
@@ -48,7 +50,7 @@ class Buffer:
         if isinstance(self.data, list):
             self.data[i] = v
         else:
-            self.data = self.data.at[i].set(v)
+            self.data = self.data.at[i].set(_exact(v, self.data.dtype))
 
     def __getitem__(self, i):
         return self.data[i]
@@ -78,7 +80,7 @@ class Buffer:
         if isinstance(self.data, list):
             self.data.append(v)
         else:
-            self.data = jnp.concatenate([self.data, jnp.reshape(jnp.asarray(v, self.data.dtype), (1,))])
+            self.data = jnp.concatenate([self.data, jnp.reshape(jnp.asarray(_exact(v, self.data.dtype), self.data.dtype), (1,))])
 
     def copy(self):
         self.frozen = True
@@ -90,3 +92,26 @@ class Buffer:
         if isinstance(self.data, list):
             return f"Buffer(list[{len(self.data)}])"
         return f"Buffer({self.data.dtype}{list(self.data.shape)})"
+
+
+def _exact(v: Any, dtype) -> Any:
+    """`v`, checked to fit a Buffer of `dtype` as Julia's `setindex!` converts it: a float into an integer
+    buffer, or a complex number into a real one, must be exact (else Julia's `InexactError`, where JAX
+    would silently truncate it and drop its gradient). A traced value cannot be checked, so it must
+    have a kind the buffer holds."""
+    if isinstance(v, (bool, int)) or jnp.can_cast(jnp.result_type(v), dtype, casting="same_kind"):
+        return v
+    if isinstance(v, jax.core.Tracer):
+        raise TypeError(
+            f"Buffer: cannot store a traced {jnp.result_type(v)} value in a Buffer of {dtype} (Julia's "
+            "InexactError; its gradient would be lost). Make the Buffer with the value's type: Buffer(x, dims...) "
+            "takes the element type of x."
+        )
+    a = np.asarray(v)
+    if np.iscomplexobj(a) and not jnp.issubdtype(dtype, jnp.complexfloating):
+        if np.any(a.imag != 0):
+            raise TypeError(f"Buffer: InexactError: {a!r} does not fit a Buffer of {dtype}")
+        a = a.real
+    if not np.array_equal(a.astype(dtype), a):
+        raise TypeError(f"Buffer: InexactError: {a!r} does not fit a Buffer of {dtype}")
+    return jnp.asarray(a, dtype)

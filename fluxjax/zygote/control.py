@@ -157,9 +157,12 @@ def _rerun_on_back(pure: Callable) -> Callable:
     return run
 
 
-def forwarddiff(f: Callable, x: Any) -> Any:
-    """`f(x)`, differentiated in forward mode (a Jacobian by `jax.jacfwd`). As in Zygote, gradients
-    of variables `f` closes over are dropped.
+def forwarddiff(f: Callable, x: Any, *, chunk_threshold: int | None = None) -> Any:
+    """`f(x)`, differentiated in forward mode: its derivative is `J @ dx` with the Jacobian `J` from
+    `jax.jacfwd`, so `f` may hold what reverse mode cannot go through (a `lax.while_loop`). As in Zygote,
+    gradients of variables `f` closes over are dropped. Derivatives of any order with respect to `x`
+    are exact (`J` is itself differentiated: `hessian` and gradient of gradient see through it).
+    `chunk_threshold` (ForwardDiff's chunk size) is accepted and ignored.
 
     ```python
     >>> gradient(lambda x: forwarddiff(lambda z: jnp.sum(z**2), x), jnp.array([1.0, 2.0]))
@@ -167,13 +170,24 @@ def forwarddiff(f: Callable, x: Any) -> Any:
 
     ```
     """
-    x = jnp.asarray(x, jnp.result_type(float)) if not is_array(x) else x
-    x0 = jax.lax.stop_gradient(x)
-    y0 = jax.lax.stop_gradient(f(x0))
-    J = jax.lax.stop_gradient(jax.jacfwd(f)(x0))
-    dx = x - x0
-    lin = jnp.tensordot(J, dx, axes=np.ndim(x)) if np.ndim(x) else J * dx
-    return y0 + lin
+    if not is_array(x) or not jnp.issubdtype(jnp.result_type(x), jnp.inexact):
+        x = jnp.asarray(x, jnp.result_type(float))  # a number, an integer array, a tuple of numbers
+    fx, consts = jax.closure_convert(f, x)  # what f closes over becomes explicit inputs, then constants
+    return _forward(fx, x, [jax.lax.stop_gradient(c) for c in consts])
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
+def _forward(fx: Callable, x: Any, consts: list) -> Any:
+    return fx(x, *consts)
+
+
+@_forward.defjvp
+def _forward_jvp(fx, primals, tangents):
+    x, consts = primals
+    J = jax.jacfwd(fx)(x, *consts)
+    n = np.ndim(x)
+    dx = tangents[0]
+    return _forward(fx, x, consts), jax.tree_util.tree_map(lambda j: jnp.tensordot(j, dx, axes=n) if n else j * dx, J)
 
 
 def isderiving(*_: Any) -> bool:

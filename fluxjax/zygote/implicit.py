@@ -300,6 +300,11 @@ class Grads:
                         j = next((n for n, k in enumerate(self._keys) if k is e.array or k is e.value()), None)
                     if j is not None:
                         return j
+            # a parameter rebound since (update_(opt, ps, gs) rebinds where Zygote's update! mutates, so
+            # Zygote's gs[W] after it still reads W's gradient): found where it lives
+            for j, e in enumerate(self._entries[: len(self._keys)]):
+                if e.value() is x:
+                    return j
             raise KeyError("Grads: this array is not one of the parameters (did you update it since?)")
         return i
 
@@ -421,10 +426,14 @@ class Grads:
 
     def _binary(self, other, op, flip=False):
         if isinstance(other, Grads):
+            theirs = other._grads
             if other.params != self.params and [id(k) for k in other._keys] != [id(k) for k in self._keys]:
-                raise ValueError("Grads: cannot combine gradients of different Params")
+                # Zygote's `gs1 .+ gs2` pairs the gradients by parameter: the same arrays in another order
+                if {id(k) for k in other._keys} != {id(k) for k in self._keys}:
+                    raise ValueError("Grads: cannot combine gradients of different Params")
+                theirs = [other._grads[other._index[id(k)]] for k in self._keys]
             out = []
-            for i, (a, b) in enumerate(zip(self._grads, other._grads)):
+            for i, (a, b) in enumerate(zip(self._grads, theirs)):
                 if a is None and b is None:
                     out.append(None)
                 else:

@@ -4,6 +4,7 @@ into a pure function of the differentiable values plus the state it writes, runs
 
 from __future__ import annotations
 
+import collections
 from typing import Any, NamedTuple
 
 import jax
@@ -21,11 +22,20 @@ from .tangent import _rebuild
 class _Plan:
     """`fx(*primals) -> (y, state_writes)` plus how to map cotangents back."""
 
-    def __init__(self, fx, primals, finish, written, ints=(), key=None):
+    def __init__(self, fx, primals, finish, written, ints=(), key=None, untied=None):
         self.fx, self.primals, self.finish, self.written = fx, primals, finish, written
         # leaf indices of the Python ints and integer arrays being differentiated (see traced_with), and
         # what the decision which of them can be traced as floats depends on besides `f`'s code
         self.ints, self.key = tuple(ints), key
+        self.untied = untied
+
+    def backward(self, back, ct):
+        """`back(ct)` for the `back` of `jax.vjp(self.fx, ...)`, with the per-path copies of a tied layer
+        in place as `fx` saw them: op by op, a `checkpointed` call inside `f` runs again in the backward
+        pass and must find the model as the forward pass did."""
+        if self.untied is None:
+            return back(ct)
+        return self.untied.run(lambda: back(ct))
 
     def commit(self, values):
         for slot, v in zip(self.written, values):
@@ -262,7 +272,7 @@ def _explicit_plan(f, args, name, static=frozenset()) -> _Plan:
             key = (hash(tuple(w.signature)), tuple((i, np.shape(leaf[i]), str(getattr(leaf[i], "dtype", "int"))) for i in ints))
         except TypeError:  # something unhashable in the signature: decide every call
             key = object()
-    return _Plan(fx, primals, finish, written, ints, key)
+    return _Plan(fx, primals, finish, written, ints, key, untied)
 
 
 def _is_implicit(args) -> bool:
@@ -310,11 +320,24 @@ def _check_scalar(y, name):
             f"{name}: f returned a {type(y).__name__}, but {name} needs a real scalar. To differentiate "
             "the first element and keep the rest, use withgradient."
         )
+    if not (isinstance(y, (jax.Array, np.ndarray, np.generic)) or isinstance(y, (int, float, complex))):
+        # Zygote: "Output should be scalar; gradients are not defined for output nothing"
+        raise TypeError(
+            f"{name}: f returned {type(y).__name__} {y!r:.60}, but {name} needs a real scalar (a loss); "
+            "did f forget to return its loss?"
+        )
     shape = np.shape(y)
     if shape != ():
         raise TypeError(
             f"{name}: f returned an array of shape {shape}, but {name} needs a real scalar "
             "(a loss). Perhaps you wanted jacobian, or to sum/mean the output."
+        )
+    if jnp.iscomplexobj(y):
+        # Zygote: "Output is complex, so the gradient is not defined."
+        raise TypeError(
+            f"{name}: f returned a complex number, so the gradient is not defined (as in Zygote). "
+            "Differentiate a real function of it (real, imag, abs2), or use pullback(f, ...) with a "
+            "complex cotangent, or jacobian."
         )
 
 
@@ -323,12 +346,16 @@ def _differentiable_output(y) -> bool:
 
 
 def _run_vjp(plan: _Plan, first_only):
-    fx = plan.fx
     if first_only:
 
         def fx(*xs):
             full, vals = plan.fx(*xs)
-            return first_output(full), (full, vals)
+            return first_output(full), (keep_order(full), vals)
+    else:
+
+        def fx(*xs):
+            y, vals = plan.fx(*xs)
+            return keep_order(y), vals
 
     y, back, aux = jax.vjp(fx, *plan.primals, has_aux=True)
     if first_only:
@@ -345,7 +372,7 @@ def _grads(plan: _Plan, y, back, seed=None):
     used = _used_inputs(back, n)
     if not any(used):
         return plan.finish([None] * n)
-    cts = zygote_cotangents(back(jnp.ones_like(y) if seed is None else zygote_seed(seed)))
+    cts = zygote_cotangents(plan.backward(back, jnp.ones_like(y) if seed is None else zygote_seed(seed)))
     return plan.finish([c if u else None for c, u in zip(cts, used)])
 
 
@@ -363,3 +390,42 @@ def first_output(y):
     if isinstance(y, (tuple, list)):
         return y[0]
     return y
+
+
+class _Ordered(collections.OrderedDict):
+    """A dict in the value `withgradient` returns, kept in its own key order through `jax.vjp` and the
+    compiled program (JAX sorts a plain dict's keys: `loss, acc = val.values()` would swap)."""
+
+    __repr__ = dict.__repr__
+
+
+jax.tree_util.register_pytree_with_keys(
+    _Ordered,
+    lambda d: ([(jax.tree_util.DictKey(k), v) for k, v in d.items()], tuple(d)),
+    lambda keys, values: _Ordered(zip(keys, values)),
+)
+
+
+def _map_containers(v, f):
+    t = type(v)
+    if t is dict or t is _Ordered:
+        return f({k: _map_containers(e, f) for k, e in v.items()})
+    if t is list:
+        return [_map_containers(e, f) for e in v]
+    if isinstance(v, tuple):
+        items = [_map_containers(e, f) for e in v]
+        return t(*items) if hasattr(v, "_fields") else t(items)
+    return v
+
+
+def keep_order(v):
+    """`v` with its dicts (inside tuples, lists and dicts) as `_Ordered`; see `plain_order`."""
+    return _map_containers(v, _Ordered)
+
+
+def plain_order(v):
+    """`v` with the `_Ordered` of `keep_order` back as plain dicts, in their original key order. A value
+    that is still traced keeps them (the trace's output would sort a plain dict again)."""
+    if any(isinstance(e, jax.core.Tracer) for e in jax.tree_util.tree_leaves(v)):
+        return v
+    return _map_containers(v, dict)
