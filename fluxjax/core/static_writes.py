@@ -97,6 +97,11 @@ def static_writes() -> Iterator[StaticWrites]:
             outer.first.setdefault(k, v)
 
 
+def tracing_program() -> bool:
+    """Whether a program is being traced on this thread (a `static_writes()` log is open)."""
+    return bool(getattr(_logs, "stack", None))
+
+
 def note_write(obj: Any, name: str) -> None:
     """Called before a field of a layer or custom rule is set: the open log, if any, keeps its value."""
     logs = getattr(_logs, "stack", None)
@@ -111,4 +116,4 @@ def mark_born(obj: Any) -> None:
         logs[-1].born.add(id(obj))
 
 
-__all__ = ["StaticWrites", "mark_born", "note_write", "static_writes"]
+__all__ = ["StaticWrites", "mark_born", "note_write", "static_writes", "tracing_program"]

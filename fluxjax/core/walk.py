@@ -255,6 +255,9 @@ def walk(root: list, paths: bool = False, functions: bool = False, read_arrays: 
                     ps.pop()
         elif t is not tuple and getattr(t, "__fluxjax_static__", False):
             sig.append(("static", v.static_key()))  # an optimisation rule: what changes its traced program
+            if functions:  # the states it keeps for `update_(rule, ps, gs)`: inputs, not constants
+                for held in v.held_layers():
+                    visit(None, None, None, (), held, OTHER, False)
         elif isinstance(v, tuple):
             sig.append((t, len(v)))
             for i, e in enumerate(v):

@@ -139,6 +139,9 @@ def _is_concrete(v: Any) -> bool:
     return not isinstance(v, jax.core.Tracer)
 
 
+IMPLICIT_MEMORY = "_fluxjax_implicit_states"  # a rule's memory of its implicit states (optimise.implicit)
+
+
 class Rule(optax.GradientTransformationExtraArgs):
     """Base class of the Optimisers.jl rules. An instance *is* an optax ``GradientTransformation``.
 
@@ -236,6 +239,13 @@ class Rule(optax.GradientTransformationExtraArgs):
     def static_key(self) -> Any:
         """Hashable key of everything that changes the traced computation (not the values in state)."""
         return (type(self), tuple((k, v) for k, v in self._hp.items() if k not in self._dynamic or callable(v)))
+
+    def held_layers(self) -> list:
+        """The optimiser states this rule keeps for the implicit form `update_(rule, ps, gs)`
+        (`optimise.implicit.ImplicitState`s, in its memory `IMPLICIT_MEMORY`): `fluxjax.jit` walks them
+        when its function reads the rule, so that their arrays are inputs of the program, not constants."""
+        memory = self.__dict__.get(IMPLICIT_MEMORY)
+        return list({id(hit[1]): hit[1] for hit in memory.values()}.values()) if memory else []
 
     # -- adjust ------------------------------------------------------------------------------
     @classmethod

@@ -8,11 +8,13 @@ from typing import Any
 
 import jax
 
-from ..core.layer import layer
+from ..core.layer import bump, layer
 from ..core.region import commit, current_region
 from ..core.sharing import sharing
+from ..core.static_writes import note_write, tracing_program
 from ..core.walk import Slot, same_arrays_tree
 from ..zygote import Grads, Params
+from ._rule_base import IMPLICIT_MEMORY
 from .rulestep import _rules_step, cached_step_view
 from .wholetree import as_transform, is_whole_tree
 
@@ -41,7 +43,7 @@ class ImplicitState:
                 self.states = [rule.init(x) if p is None else p for x, p in zip(ps, prev)]
 
 
-_MEMORY = "_fluxjax_implicit_states"  # a rule's memory of its states per parameter, in the rule's __dict__
+_MEMORY = IMPLICIT_MEMORY  # a rule's memory of its states per parameter, in the rule's __dict__
 
 
 def _entry_key(e) -> tuple:
@@ -104,12 +106,35 @@ def _implicit_holder(rule, ps: Params) -> ImplicitState:
     """The optimiser state of `rule` for `ps`: kept with `ps`, and remembered by the rule per parameter,
     so that `update_(rule, params(m), gs)` with `params(m)` built anew at every step (Flux 0.13's
     loops) goes on with the same momentum, as Flux's rules keep theirs in an `IdDict`."""
-    holders = ps.__dict__.setdefault("_opt_states", {})
+    holders = ps.__dict__.get("_opt_states", {})
     h = holders.get(id(rule))
     if h is None or h.rule is not rule or h.n != len(ps):
-        h = holders[id(rule)] = ImplicitState(rule, ps, _remembered(rule, ps))
+        if is_whole_tree(rule) and tracing_program() and _state_is_a_constant((), [e.value() for e in ps._entries]):
+            raise TypeError(_NOT_CARRIED.format(type(rule).__name__))
+        h = ImplicitState(rule, ps, _remembered(rule, ps))
+        # A new state is a change that a compiled program must not take as done: `fluxjax.jit` walks a
+        # rule's states (`Rule.held_layers`), so its cached walks are redone (`bump`), and a program
+        # that made the state while tracing is used for that call only (`note_write`).
+        note_write(ps, "_opt_states")
+        ps.__dict__["_opt_states"] = {**holders, id(rule): h}
         _remember(rule, ps, h)
+        bump()
     return h
+
+
+_NOT_CARRIED = (
+    "update_(rule, ps, gs) with a plain optax transformation ({}) inside fluxjax.jit: its state is kept "
+    "with the Params, which the compiled program cannot carry from call to call (every call would start "
+    "from the same state). Use the explicit form (opt_state = setup(rule, model); update_(opt_state, "
+    "model, grads)), train_, or a fluxjax rule (Adam(...), OptimiserChain(...)), whose implicit state "
+    "fluxjax.jit carries.")
+
+
+def _state_is_a_constant(leaves, xs) -> bool:
+    """Whether a traced program reads the state as a constant: the parameters are traced, the state
+    is not (a state that is an input of the program, or made by this trace, is traced)."""
+    return (any(isinstance(x, jax.core.Tracer) for x in xs)
+            and not any(isinstance(v, jax.core.Tracer) for v in jax.tree_util.tree_leaves(leaves)))
 
 
 def implicit_update_(holder: ImplicitState, ps: Params, gs: Grads) -> None:
@@ -118,6 +143,8 @@ def implicit_update_(holder: ImplicitState, ps: Params, gs: Grads) -> None:
     gs_all = gs.gradients_for(ps)
     if holder.statedef is not None:  # a whole-tree rule: the view is the tuple of the arrays
         xs = tuple(xs_all)
+        if tracing_program() and _state_is_a_constant(holder.states[0], xs):
+            raise TypeError(_NOT_CARRIED.format(type(rule).__name__))
         state = holder.statedef.unflatten(holder.states[0])
         res = cached_step_view(rule, state, jax.tree_util.tree_structure(xs), list(xs), gs_all)
         if res is not None:

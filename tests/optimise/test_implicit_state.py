@@ -6,6 +6,7 @@ remembers it per parameter slot, since each update makes a new array. Checked ag
 import jax.numpy as jnp
 import numpy as np
 import optax
+import pytest
 
 import fluxjax as Flux
 from fluxjax import Dense, gradient, params
@@ -93,3 +94,28 @@ def test_train_implicit_then_loop_continues_the_state():
     w, b = _reference(3)
     np.testing.assert_allclose(m.weight, w, rtol=1e-5)
     np.testing.assert_allclose(m.bias, b, rtol=1e-5)
+
+
+@pytest.mark.parametrize("eager_steps", [0, 2])
+@pytest.mark.parametrize("fresh_params", [False, True])
+def test_jit_of_the_implicit_step_carries_the_state(eager_steps, fresh_params):
+    """`Flux.jit` of the Flux 0.13 step (`pullback(ps)` then `update_(rule, ps, gs)`) goes on with the
+    rule's state from call to call, as the loop without it does: the momentum made by the first traced
+    call, or by eager steps before, is an input of the program, not a constant of it (it was: every
+    call stepped from the state the trace saw, so the third step went wrong)."""
+    m = _model()
+    opt = Momentum(0.01, 0.9)
+    ps = params(m)
+
+    def step():
+        p = params(m) if fresh_params else ps
+        loss, back = Flux.pullback(lambda: _loss(m), p)
+        update_(opt, p, back(1.0))
+        return loss
+
+    jitted = Flux.jit(step)
+    for i in range(5):
+        (step if i < eager_steps else jitted)()
+    w, b = _reference(5)
+    np.testing.assert_allclose(np.asarray(m.weight), w, rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(m.bias), b, rtol=1e-5)

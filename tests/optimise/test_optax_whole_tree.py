@@ -275,6 +275,27 @@ def test_implicit_params_see_the_whole_tree():
     assert_trees_close(list(ps), want)
 
 
+@pytest.mark.parametrize("eager_steps", [0, 1])
+def test_implicit_optax_state_under_jit_is_refused(eager_steps):
+    """`Flux.jit` of the implicit step with a plain optax transformation: its state lives with the
+    `Params`, which a compiled program reads as a constant, so every call would step from the same
+    state (the third step was wrong); it is refused with what to do instead, before anything moves."""
+    m = model()
+    ps = Flux.params(m)
+    tx = optax.adam(0.1)
+
+    def step():
+        gs = Flux.gradient(lambda: loss(m), ps)
+        update_(tx, ps, gs)
+
+    for _ in range(eager_steps):
+        step()
+    before = [np.asarray(a) for a in ps]
+    with pytest.raises(TypeError, match="plain optax transformation .* inside fluxjax.jit"):
+        Flux.jit(step)()
+    assert all(np.array_equal(a, np.asarray(b)) for a, b in zip(before, ps))
+
+
 @pytest.mark.parametrize("implicit", [False, True])
 def test_train_on_a_mesh(implicit):
     mesh = jax.make_mesh((1,), ("data",))
