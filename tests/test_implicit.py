@@ -387,3 +387,35 @@ def test_no_tracer_left_implicit(seeded, untouched):
     jacobian(lambda: ys[0:2] + jnp.sum(xs**2), Params([xs, ys]))
     assert all(a is b for a, b in zip((g["w"], g["xs"], g["ys"]), before))
     assert not any(isinstance(v, jax.core.Tracer) for v in (w, xs, ys))
+
+
+def test_params_made_anew_at_every_step_reuse_one_compiled_program():
+    """Flux 0.13's loops write `gradient(() -> loss(x, y), params(m))` and `update!(opt, params(m), gs)`
+    inside the loop: a new `Params` each step, over the same places, is the same program (it was
+    compiled again at every step, ~100 ms), with the numbers of a `Params` made once."""
+    compiles = []
+
+    def listener(name, *_a, **_k):
+        if name == "/jax/core/compile/backend_compile_duration":
+            compiles.append(name)
+
+    def run(inline):
+        m = Chain(Dense(np.linspace(-1, 1, 12).reshape(4, 3), np.zeros(4), fluxjax.relu),
+                  Dense(np.linspace(1, -1, 8).reshape(2, 4)))
+        x, y = jnp.linspace(0, 1, 6).reshape(3, 2), jnp.ones((2, 2))
+        opt, ps = fluxjax.Adam(0.05), params(m)
+        losses = []
+        for step in range(8):
+            if step == 3:  # the first steps compile what the loop needs
+                jax.monitoring.register_event_duration_secs_listener(listener)
+            gs = gradient(lambda: jnp.sum((m(x) - y) ** 2), params(m) if inline else ps)
+            fluxjax.update_(opt, params(m) if inline else ps, gs)
+            losses.append(float(jnp.sum((m(x) - y) ** 2)))
+        jax.monitoring.unregister_event_duration_listener(listener)
+        return losses
+
+    want = run(False)
+    compiles.clear()
+    got = run(True)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert len(compiles) == 0

@@ -44,7 +44,7 @@ def is_library(f: Any) -> bool:
     return _is_library_module(getattr(f, "__module__", None))
 
 
-class _Same:
+class Same:
     """A key part equal only to the very same object, which it keeps alive (so its id is not reused)."""
 
     __slots__ = ("obj",)
@@ -53,7 +53,7 @@ class _Same:
         self.obj = obj
 
     def __eq__(self, other):
-        return type(other) is _Same and other.obj is self.obj
+        return type(other) is Same and other.obj is self.obj
 
     def __hash__(self):
         return id(self.obj)
@@ -85,13 +85,13 @@ def _static_key(v, mutable, depth):
     if t in _SCALARS or isinstance(v, _SCALARS):
         return (t, v)
     if isinstance(v, jax.Array):
-        return _Same(v)
+        return Same(v)
     if depth > _MAX_DEPTH:
         mutable[0] = True
-        return _Same(v)
+        return Same(v)
     if t is np.ndarray:
         mutable[0] = True
-        return (t, v.shape, v.dtype.str, v.tobytes()) if v.size <= 4096 else _Same(v)
+        return (t, v.shape, v.dtype.str, v.tobytes()) if v.size <= 4096 else Same(v)
     if t is types.FunctionType:
         return _function_key(v, mutable, depth)
     if t is types.MethodType:
@@ -104,17 +104,17 @@ def _static_key(v, mutable, depth):
         return (t, tuple(_static_key(e, mutable, depth + 1) for e in v))
     if t is list or t is set:
         mutable[0] = True
-        return (t, _Same(v), tuple(_static_key(e, mutable, depth + 1) for e in v))
+        return (t, Same(v), tuple(_static_key(e, mutable, depth + 1) for e in v))
     if t is dict:
         mutable[0] = True
-        return (t, _Same(v), tuple((_static_key(k, mutable, depth + 1), _static_key(e, mutable, depth + 1))
+        return (t, Same(v), tuple((_static_key(k, mutable, depth + 1), _static_key(e, mutable, depth + 1))
                                    for k, e in v.items()))
     if isinstance(v, IMMUTABLE_TYPES):
         return v
     own = getattr(t, "__fluxjax_key__", None)
-    if own is not None:  # a class that says what of it a trace depends on
+    if own is not None:  # a class that says what of it a trace depends on (and keeps alive what it names)
         mutable[0] = True
-        return (t, _Same(v), own(v))
+        return (t, own(v))
     try:
         hash(v)
         by_value = t.__hash__ is not object.__hash__
@@ -126,7 +126,7 @@ def _static_key(v, mutable, depth):
     mutable[0] = True
     d = getattr(v, "__dict__", None)
     fields = None if d is None else tuple((k, _static_key(e, mutable, depth + 1)) for k, e in d.items())
-    return (t, _Same(v), fields)
+    return (t, Same(v), fields)
 
 
 def _function_key(f, mutable, depth):

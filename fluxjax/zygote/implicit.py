@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import jax.numpy as jnp
 
+from ..core.keys import Same
 from ..core.layer import is_array, is_float_array, is_layer
 from ..core.region import commit
 from ..core.walk import PARAM, Slot, walk
@@ -50,8 +51,9 @@ class Params:
 
     def __fluxjax_key__(self) -> tuple:
         """What a compiled trace reads of this collection: where each parameter lives (an array held by
-        no slot is read as it is, so by identity)."""
-        return tuple(tuple(s.ident() for s in e.slots) or (id(e.array),) for e in self._entries)
+        no slot is read as it is, so by identity). Not the collection itself: `params(m)` made anew at
+        every step (Flux 0.13's loops) reuses the program."""
+        return tuple(tuple((Same(s.owner), s.key, s.attr, s.path) for s in e.slots) or (Same(e.array),) for e in self._entries)
 
     def _find(self, x):
         for e in self._entries:
