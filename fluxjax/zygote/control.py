@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..core.layer import is_array
-from ..core.region import commit, run_in_region, within_gradient, written
+from ..core.region import commit, current_region, run_in_region, within_gradient, written
 from ..core.walk import walk
 from ..random import default_rng
 
@@ -37,8 +37,28 @@ def ignore(f: Any) -> Any:
     (Array(9., dtype=float32, weak_type=True),)
 
     ```
+
+    State that `f` rebinds (an `update_` inside it, a BatchNorm's statistics) is a constant to the
+    gradient too: in Flux that is mutation, which Zygote does not differentiate.
     """
-    return dropgrad(f() if callable(f) and not is_array(f) else f)
+    if not callable(f) or is_array(f):
+        return dropgrad(f)
+    r = current_region()
+    before = {} if r is None else {k: s.get() for k, s in r.written.items()}
+    out = f()
+    if r is not None:
+        for k, s in list(r.written.items()):
+            v = s.get()
+            if before.get(k, _UNSET) is not v:
+                r.swap(s, jax.tree_util.tree_map(_stop, v))
+    return dropgrad(out)
+
+
+_UNSET = object()
+
+
+def _stop(a: Any) -> Any:
+    return jax.lax.stop_gradient(a) if isinstance(a, jax.Array) else a
 
 
 ignore_derivatives = ignore

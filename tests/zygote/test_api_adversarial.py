@@ -245,3 +245,31 @@ def test_grads_combine_by_parameter_and_index_after_update():
     np.testing.assert_allclose(gs[m.weight], [[1.0, 2.0]])
     np.testing.assert_allclose(gs[m.bias], [1.0])
     np.testing.assert_allclose(m.weight, [[0.9, 0.8]], rtol=1e-6)
+
+
+@pytest.mark.parametrize("jit", [False, True])
+@pytest.mark.parametrize("form", ["implicit", "explicit"])
+def test_state_rebound_inside_ignore_is_a_constant_to_the_gradient(jit, form):
+    """The old DCGAN pattern: the discriminator is trained under `@nograd` inside the generator's
+    gradient. Zygote does not differentiate that mutation: `d`'s new weight (2 - 0.1 * 3 = 1.7) is a
+    constant, so the generator's gradient is 1.7 (through the updated `d`), not 1.7 + d(new)/d(fake)."""
+    d = Flux.Dense(jnp.array([[2.0]]), False)
+    g = Flux.Dense(jnp.array([[3.0]]), False)
+    x = jnp.array([[1.0]])
+
+    def train_d(fake):
+        if form == "implicit":
+            gs = Flux.gradient(lambda: jnp.sum(d(fake)), Flux.params(d))
+            Flux.update_(Flux.Descent(0.1), Flux.params(d), gs)
+        else:
+            st = Flux.setup(Flux.Descent(0.1), d)
+            Flux.update_(st, d, Flux.gradient(lambda m: jnp.sum(m(fake)), d)[0])
+
+    def loss(g):
+        fake = g(x)
+        Flux.ignore(lambda: train_d(fake))
+        return jnp.sum(d(fake))
+
+    grad = Flux.gradient(loss, g, jit=jit)[0].weight
+    np.testing.assert_allclose(grad, [[1.7]], rtol=1e-6)
+    np.testing.assert_allclose(d.weight, [[1.7]], rtol=1e-6)
