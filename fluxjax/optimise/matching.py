@@ -225,12 +225,9 @@ def _scan(v: Any, slot: Slot, out: list, seen: set[int]) -> None:
             seen.add(id(v))
             for k, e in v.__dict__.items():
                 _scan(e, Slot(v, k, True), out, seen)
-    elif isinstance(v, tuple):
-        for i, e in enumerate(v):
-            _scan(e, Slot(slot.owner, slot.key, slot.attr, slot.path + (i,)), out, seen)
-    elif isinstance(v, (list, dict)):
+    elif isinstance(v, (tuple, list, dict)):
         for k, e in (v.items() if isinstance(v, dict) else enumerate(v)):
-            _scan(e, Slot(v, k, False), out, seen)
+            _scan(e, _sub(slot, v, k), out, seen)
 
 
 def _sub(slot, container, k):
