@@ -231,3 +231,27 @@ def test_local_slice():
         parallel.local_slice(x, 3, 3)
     with pytest.raises(Flux.DimensionMismatch, match=r"\[9, 10\]"):
         parallel.local_slice((x, y[:9]), 0, 2)
+
+
+def test_shard_and_train_mesh_keep_tied_weights():
+    def tied():
+        Flux.seed_(0)
+        d = Flux.Dense(3, 3, Flux.tanh)
+        return Flux.Chain(d, Flux.Dense(d.weight, False))  # one weight array in two layers
+
+    r = np.random.default_rng(0)
+    x, y = r.normal(size=(3, 8)).astype(np.float32), r.normal(size=(3, 8)).astype(np.float32)
+    loss = lambda m, x, y: Flux.losses.mse(m(x), y)
+    ref = tied()
+    Flux.train_(loss, ref, [(x, y)] * 3, Flux.setup(Flux.Descent(0.1), ref))
+    mesh = parallel.device_mesh()
+    sharded, placed = tied(), tied()
+    parallel.shard_(sharded, mesh)                     # shard_ first, setup after (as documented)
+    Flux.train_(loss, placed, [(x, y)], Flux.setup(Flux.Descent(0.1), placed), mesh=mesh)  # train_ places it
+    assert sharded[0].weight is sharded[1].weight and placed[0].weight is placed[1].weight
+    Flux.train_(loss, sharded, [(x, y)] * 3, Flux.setup(Flux.Descent(0.1), sharded), mesh=mesh)
+    assert sharded[0].weight is sharded[1].weight
+    np.testing.assert_allclose(np.asarray(sharded[1].weight), np.asarray(ref[1].weight), atol=TOL)
+    np.testing.assert_allclose(np.asarray(sharded[0].bias), np.asarray(ref[0].bias), atol=TOL)
+    with pytest.raises(ValueError, match=r"layers\[1\]\.weight is the same array as layers\[0\]\.weight"):
+        parallel.shard_(tied(), mesh, rules={"layers[0].weight": P("data", None)})

@@ -283,3 +283,17 @@ def test_arrays_beside_layers_are_listed():
         "  3-element Vector{float32},            # 3 parameters  (all zero)\n"
         ")                   # Total: 4 arrays, 24 parameters, 96 bytes."
     )
+
+
+def test_chain_of_functions_only_is_one_line():
+    # Flux.jl/src/layers/show.jl `_big_show`: a container whose children are all leaf-like (functions,
+    # no layers) is shown by `_layer_show` on one line, as Parallel and SkipConnection here
+    assert repr(Chain(relu, softmax)) == "Chain(relu, softmax)"
+    assert repr(Chain()) == "Chain()"
+    assert repr(Chain(a=relu)) == "Chain(a = relu)"
+    assert repr(Chain(Chain(relu), Dense(2, 2))) == (
+        "Chain(\n"
+        "  Chain(relu),\n"
+        "  Dense(2 => 2),                        # 6 parameters\n"
+        ")"
+    )

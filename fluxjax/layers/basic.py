@@ -7,9 +7,10 @@ from collections.abc import Callable
 import jax.numpy as jnp
 
 from .._checks import check_callable, check_size, match_eltype
-from ..core.layer import is_array, layer
+from ..core.layer import is_array, is_layer, layer
 from ..errors import DimensionMismatch
 from ..init import create_bias, glorot_uniform
+from .containers import fn_name
 
 
 def identity(x):
@@ -151,7 +152,16 @@ class Chain:
     def __iter__(self):
         return iter(self._seq())
 
+    def _show(self) -> str:
+        if isinstance(self.layers, dict):
+            return f"Chain({', '.join(f'{k} = {fn_name(v)}' for k, v in self.layers.items())})"
+        return f"Chain({', '.join(fn_name(v) for v in self.layers)})"
+
     def _show_children(self):
+        # Flux expands the Chain only when some child is not leaf-like (i.e. is a layer):
+        # `Chain(relu, softmax)` is one line, as an empty `Chain()`
+        if not any(is_layer(v) for v in self._seq()):
+            return []
         if isinstance(self.layers, dict):
             return list(self.layers.items())
         return [(None, lay) for lay in self.layers]

@@ -11,10 +11,9 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from ..core.region import commit
 from ..errors import DimensionMismatch
 from .mesh import _auto, _axes_size, _data_axes
-from .placement import _arrays, _follow, _on, _place
+from .placement import _arrays, _follow, _on, _place, place_tied
 
 
 def _local_data_count(mesh: Mesh, names: tuple[str, ...]) -> int:
@@ -201,9 +200,10 @@ def place_for_training(mesh: Mesh, model: Any, sources: list | None, opt_state: 
     `shard_batches`."""
     mesh = _auto(mesh)
     rep = NamedSharding(mesh, P())
+    placed: dict[int, tuple] = {}
     for tree in (sources if sources is not None else [model]):
-        for _, slot, x in _arrays(tree):
+        for path, slot, x in _arrays(tree):
             if not _on(x, mesh):
-                commit(slot, _place(x, rep))
+                place_tied(placed, path, slot, x, rep)
     _follow(opt_state, model, mesh, only_new=True)
     return data if isinstance(data, ShardedBatches) and data.mesh == mesh else ShardedBatches(data, mesh, axis)

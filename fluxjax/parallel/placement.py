@@ -114,13 +114,37 @@ def shard_(model: Any, mesh: Mesh, rules: Rules = None, *, opt_state: Any = None
     ```
     """
     mesh = _auto(mesh)
+    placed: dict[int, tuple] = {}
     for path, slot, x in _arrays(model):
         spec, why = _spec_for(rules, path, x)
         _check_spec(mesh, spec, path, x, why)
-        commit(slot, _place(x, NamedSharding(mesh, spec)))
+        place_tied(placed, path, slot, x, NamedSharding(mesh, spec))
     if opt_state is not None:
         _follow(opt_state, model, mesh)
     return model
+
+
+def _spec_key(spec: P) -> tuple:
+    """A PartitionSpec without its trailing `None`s and with 1-tuples unwrapped: equal keys, same placement."""
+    parts = [p[0] if isinstance(p, tuple) and len(p) == 1 else p for p in spec]
+    while parts and parts[-1] is None:
+        parts.pop()
+    return tuple(parts)
+
+
+def place_tied(placed: dict[int, tuple], path: str, slot, x, sharding: NamedSharding) -> None:
+    """Commit `x` placed with `sharding` into `slot`. An array met before at another path (tied
+    weights: one array in several layers) gets the array placed then, so the tie survives; `placed`
+    maps `id(x)` to `(x, path, sharding, placed array)` across the calls of one placement."""
+    if id(x) not in placed:
+        placed[id(x)] = (x, path, sharding, _place(x, sharding))
+    _, first, where, y = placed[id(x)]
+    if _spec_key(where.spec) != _spec_key(sharding.spec):  # the rules disagree, on any mesh size
+        raise ValueError(
+            f"shard_: {path} is the same array as {first} (tied weights), but the rules place it as "
+            f"{sharding.spec} there and as {where.spec} at {first}; give both paths the same PartitionSpec"
+        )
+    commit(slot, y)
 
 
 def _on(x, mesh: Mesh) -> bool:
