@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .core.layer import is_float_array
+from .compiled.plan import Containers
+from .core.layer import is_float_array, structure_version
 from .core.region import run_in_region
 from .core.walk import PARAM, STATE, Slot, walk
 from .functors import all_layers
@@ -37,15 +38,19 @@ def functional(model: Any) -> tuple[dict, dict, Callable]:
     state = {names[i]: w.leaves[i] for i in s_idx}
     slots = w.slots
     places = [slot.ident() for slot in slots]
+    seen = [structure_version(), Containers(w.containers)]  # the model as `places` was read from it
 
     def apply(params: dict, state: dict, *inputs, train: bool | None = None, rng=None):
-        if [slot.ident() for slot in walk([model]).slots] != places:
-            # a layer replaced (or an array field added or removed) since: `params` would be swapped into
-            # places the model no longer reads, and the new layer's own arrays used instead, silently
-            raise RuntimeError(
-                "functional: the model's structure changed after params, state, apply = functional(model) "
-                "(a layer replaced, or a field added or removed); call functional(model) again"
-            )
+        if structure_version() != seen[0] or not seen[1].holds():  # something changed: walk again
+            now = walk([model])
+            if [slot.ident() for slot in now.slots] != places:
+                # a layer replaced (or an array field added or removed) since: `params` would be swapped
+                # into places the model no longer reads, and the new layer's own arrays used, silently
+                raise RuntimeError(
+                    "functional: the model's structure changed after params, state, apply = functional(model) "
+                    "(a layer replaced, or a field added or removed); call functional(model) again"
+                )
+            seen[:] = [structure_version(), Containers(now.containers)]
         swaps = [(slots[i], params[names[i]]) for i in p_idx] + [(slots[i], state[names[i]]) for i in s_idx]
         if train is not None:  # every layer follows the region's mode
             swaps += [(Slot(lay, "active", True), None) for lay in all_layers(model) if "active" in lay.__dict__]

@@ -293,3 +293,35 @@ def test_functional_apply_refuses_a_model_edited_since():
     m.layers["dec"] = Flux.Dense(2, 1)
     with pytest.raises(RuntimeError, match="structure changed.*functional\\(model\\) again"):
         apply(ones, state, x)
+
+
+@pytest.mark.parametrize("edit", ["field", "list item", "unrelated model"])
+def test_functional_apply_sees_each_kind_of_edit(edit):
+    """`apply` walks the model again only when something may have changed (the structure version, or
+    an item of its lists and dicts): a field set on a layer and a list item replaced are seen, an edit
+    of another model is not an error."""
+    @Flux.layer
+    class Stack:
+        def __init__(self):
+            self.ls = [Flux.Dense(2, 2), Flux.Dense(2, 1)]
+
+        def __call__(self, x):
+            return self.ls[1](self.ls[0](x))
+
+    m, fresh = Stack(), Flux.Dense(2, 1)  # (built before: building a layer changes the structure version)
+    params, state, apply = Flux.functional(m)
+    x = jnp.ones((2, 3))
+    ones = {k: jnp.ones_like(v) for k, v in params.items()}
+    np.testing.assert_allclose(apply(ones, state, x)[0], np.full((1, 3), 7.0))
+    if edit == "field":
+        m.ls[1].bias = False  # an array field made static: one place fewer
+    elif edit == "list item":
+        m.ls[1] = fresh  # a list's item: no structure version, only the container check sees it
+    else:
+        other = Flux.Dense(2, 2)
+        other.bias = False
+    if edit == "unrelated model":
+        np.testing.assert_allclose(apply(ones, state, x)[0], np.full((1, 3), 7.0))
+    else:
+        with pytest.raises(RuntimeError, match="structure changed"):
+            apply(ones, state, x)
