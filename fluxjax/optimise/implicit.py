@@ -43,9 +43,6 @@ class ImplicitState:
                 self.states = [rule.init(x) if p is None else p for x, p in zip(ps, prev)]
 
 
-_MEMORY = IMPLICIT_MEMORY  # a rule's memory of its states per parameter, in the rule's __dict__
-
-
 def _entry_key(e) -> tuple:
     """Where a parameter lives (its first slot), which outlasts the array: an update makes a new array
     and rebinds it there. A parameter that no slot holds is known by the array itself."""
@@ -67,7 +64,7 @@ def _anchor(e) -> Any:
 def _remembered(rule, ps: Params) -> list | None:
     """The states `rule` kept for the parameters of `ps` under earlier `Params`, as `ImplicitState`'s
     `previous`; `None` when the rule cannot hold a memory or remembers none of them."""
-    memory = getattr(rule, "__dict__", {}).get(_MEMORY)
+    memory = getattr(rule, "__dict__", {}).get(IMPLICIT_MEMORY)
     if not memory:
         return None
     entries = ps._entries
@@ -93,7 +90,7 @@ def _remember(rule, ps: Params, holder: ImplicitState) -> None:
     d = getattr(rule, "__dict__", None)
     if d is None:
         return
-    memory = d.setdefault(_MEMORY, {})
+    memory = d.setdefault(IMPLICIT_MEMORY, {})
     if is_whole_tree(rule):
         memory[tuple(_entry_key(e) for e in ps._entries)] = ([_anchor(e) for e in ps._entries], holder)
         return
