@@ -87,6 +87,13 @@ def _snapshot(c: list | dict) -> tuple:
     return None, tuple(map(_item, c))
 
 
+def _resnapshot(c: list | dict, keys: tuple | None, refs: tuple) -> tuple:
+    """`_snapshot(c)` after a store that rebuilt tuples of arrays in `c` by position (same containers,
+    other concrete arrays) and changed nothing else: the new tuples, with the structures already known."""
+    items = c.values() if keys is not None else c
+    return c, keys, tuple(_ArraysTree(e, r.treedef) if type(r) is _ArraysTree else r for e, r in zip(items, refs))
+
+
 class Containers:
     """The lists and dicts of a walk, as they are now: `holds()` tells whether they still hold the same
     objects (any array where an array was, a tuple of arrays of the same structure where one was),
@@ -257,7 +264,7 @@ class Plan:
                     commit(self.walk.slots[i], v)
         for k in hit[1]:
             c = self.containers[k][0]
-            self.containers[k] = (c, *_snapshot(c))
+            self.containers[k] = _resnapshot(*self.containers[k]) if commit is None else (c, *_snapshot(c))
 
     def _source(self, **env: Any) -> Source:
         """A `Source` whose generated code reads the argument functions' cells through `cells`."""

@@ -73,7 +73,15 @@ class _Impure(Exception):
     module docstring)."""
 
 
-_tls = threading.local()
+class _Flags(threading.local):
+    """This thread's flags; the class attributes are the defaults (a read needs no `getattr` default,
+    which costs a failed lookup on every eager call)."""
+
+    eager = False
+    tracing = False
+
+
+_tls = _Flags()
 _lock = threading.Lock()
 _programs: collections.OrderedDict = collections.OrderedDict()
 _eager_only: dict[Any, tuple] = {}  # key -> the objects its ids name, kept alive so ids are not reused
@@ -82,7 +90,7 @@ _eager_only: dict[Any, tuple] = {}  # key -> the objects its ids name, kept aliv
 @contextlib.contextmanager
 def _flag(name: str) -> Iterator[None]:
     """Set this thread's flag `name` for the block, then put back what it was."""
-    before = getattr(_tls, name, False)
+    before = getattr(_tls, name)
     setattr(_tls, name, True)
     try:
         yield
@@ -113,7 +121,7 @@ def eager() -> Iterator[None]:
 
 def is_eager() -> bool:
     """True inside `fluxjax.eager()`."""
-    return getattr(_tls, "eager", False)
+    return _tls.eager
 
 
 def clear() -> None:
@@ -137,7 +145,7 @@ def tracing() -> bool:
     `gradient`) is being traced now. A rule that must raise on a value (ClipNorm's non-finite norm) asks
     this, and then needs the concrete value (`bool(x)`), which sends the call op by op: it raises as
     the eager call does."""
-    return getattr(_tls, "tracing", False)
+    return _tls.tracing
 
 
 @contextlib.contextmanager

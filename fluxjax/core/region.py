@@ -26,14 +26,17 @@ from .sharing import select, sharing
 from .static_writes import static_writes
 from .walk import Slot
 
-_tls = threading.local()
+
+class _Stack(threading.local):
+    def __init__(self) -> None:  # runs once in each thread that reads it
+        self.stack: list[Region] = []
+
+
+_tls = _Stack()
 
 
 def _stack() -> list[Region]:
-    s = getattr(_tls, "stack", None)
-    if s is None:
-        s = _tls.stack = []
-    return s
+    return _tls.stack
 
 
 class Region:

@@ -46,15 +46,16 @@ from typing import Any
 
 import jax
 
-from ..compiled.access import loader, storer
+from ..compiled.access import Source, loader, storer
 from ..compiled.call import jit as _fluxjax_jit
 from ..compiled.plan import Containers
 from ..core.layer import LAYER_TYPES, structure_version
 from ..core.region import current_region, run_in_region
-from ..core.walk import walk
+from ..core.walk import ARRAY_TYPES, walk
 from ..random import default_rng
 from ..zygote import api
 from ..zygote.implicit import Grads, Params
+from ..zygote.tangent import Tangent
 from . import tree
 from .implicit import _implicit_holder, implicit_update_
 from .tree import update_
@@ -140,7 +141,7 @@ class _Link:
     structure version is unchanged), with generated code reading and writing the slots a step writes."""
 
     __slots__ = ("model", "opt_state", "version", "walk", "containers", "access", "misses", "dead", "pending",
-                 "__weakref__")
+                 "read_grad", "__weakref__")
 
     def __init__(self, model: Any, opt_state: Any):
         key, me = id(model), weakref.ref(self)
@@ -156,6 +157,20 @@ class _Link:
         self.containers: Containers | None = None  # the walk's lists and dicts: an item replaced voids it
         self.access: dict[tuple, tuple] = {}  # slots a step writes -> (their loader, their storer)
         self.misses, self.dead = 0, False
+        self.read_grad: Callable[[Any], list | None] = _no_reader  # the last gradient's structure's `_leaf_reader`
+
+    def grad_leaves(self, g: Any, new: bool = False) -> list | None:
+        """What gradient `g` holds, to see whether it was edited in place between the calls: a `Grads`'
+        gradients (`gs[W] = ...`, `copy_`, `merge_` replace them), a `Tangent`'s leaves, read by the
+        reader of the last gradient's structure: None when `g`'s differs (an item added, a key
+        removed), unless `new` (a gradient the program just returned), when a reader is made for it."""
+        if isinstance(g, Grads):
+            return g.values()
+        leaves = self.read_grad(g)
+        if leaves is None and new:
+            self.read_grad = _leaf_reader(g)
+            leaves = self.read_grad(g)
+        return leaves
 
     def objects(self) -> tuple[Any, Any] | None:
         m, s = self.model(), self.opt_state()
@@ -190,17 +205,56 @@ class _Pending:
         (a write of the gradient's own call to one of them, committed with the call, was seen by the
         update inside the program too)."""
         self.grad, self.version = grad, version
-        self.grad_leaves = _grad_leaves(grad)
+        self.grad_leaves = link.grad_leaves(grad, new=True)
         self.entries = _entries(model)
         self.targets = tuple(news)
         self.inputs = link.accessors(self.targets)[0]()
         self.news = list(news.values())
 
 
-def _grad_leaves(g: Any) -> list:
-    """What a gradient holds, to see whether it was edited in place between the calls: a `Grads`'
-    gradients (`gs[W] = ...`, `copy_`, `merge_` replace them), a `Tangent`'s leaves."""
-    return g.values() if isinstance(g, Grads) else jax.tree_util.tree_leaves(g)
+def _no_reader(g: Any) -> None:
+    return None
+
+
+def _leaf_reader(g: Any) -> Callable[[Any], list | None]:
+    """A function returning the leaves of a gradient of `g`'s structure (`Tangent`s, tuples, lists, dicts
+    and `None` around arrays), or None for one of another structure: straight-line code, where
+    `tree_leaves` calls back into Python at every `Tangent`. Another kind of node is read by
+    `tree_leaves`, under the same check of its tree structure."""
+    src = Source(_Tangent=Tangent, _leaves=jax.tree_util.tree_flatten)
+    lines: list[str] = []
+    leaves: list[str] = []
+
+    def visit(e: str, v: Any) -> None:
+        t = type(v)
+        if v is None:
+            lines.append(f"    if {e} is not None:\n        return None")
+            return
+        if t is Tangent or t is list or t is dict or t is tuple or (isinstance(v, tuple) and hasattr(t, "_fields")):
+            n = f"n{len(lines)}"
+            lines.append(f"    {n} = {e}")
+            if t is Tangent:
+                lines.append(f"    if not (type({n}) is _Tangent and {n}.primal_type is {src.name(v.primal_type)} "
+                             f"and tuple({n}.fields) == {src.name(tuple(v.fields))}):\n        return None")
+                items = [(f"{n}.fields[{src.literal(k)}]", x) for k, x in v.fields.items()]
+            elif t is dict:
+                lines.append(f"    if not (type({n}) is dict and tuple({n}) == {src.name(tuple(v))}):\n        return None")
+                items = [(f"{n}[{src.literal(k)}]", v[k]) for k in sorted(v)]  # (`tree_leaves` sorts the keys)
+            else:
+                lines.append(f"    if not (type({n}) is {src.name(t)} and len({n}) == {len(v)}):\n        return None")
+                items = [(f"{n}[{i}]", x) for i, x in enumerate(v)]
+            for ex, x in items:
+                visit(ex, x)
+        elif isinstance(v, ARRAY_TYPES):
+            leaves.append(e)
+        else:  # another pytree node (or a leaf of another kind): through `tree_flatten`
+            n = f"n{len(lines)}"
+            lines.append(f"    {n}, d = _leaves({e})\n    if d != {src.name(jax.tree_util.tree_structure(v))}:\n"
+                         f"        return None")
+            leaves.append(f"*{n}")
+
+    visit("g", g)
+    return src.compile("def read(g):\n" + "\n".join(lines) + f"\n    return [{', '.join(leaves)}]\n", "read")
 
 
 def _entries(model: Any) -> list:
@@ -286,7 +340,7 @@ def commit_update(opt_state: Any, model: Any, grads: Any) -> bool:
         objs = link.objects()
         if (p.grad is grads and objs is not None and objs[0] is model and objs[1] is opt_state
                 and structure_version() == p.version
-                and _same_leaves(_grad_leaves(grads), p.grad_leaves) and _same_leaves(_entries(model), p.entries)):
+                and _same_leaves(link.grad_leaves(grads) or (), p.grad_leaves) and _same_leaves(_entries(model), p.entries)):
             load, store = link.accessors(p.targets)
             if link.containers.holds() and _same_leaves(load(), p.inputs):  # the slots reach the same places
                 store(p.news)

@@ -426,6 +426,8 @@ def keep_order(v):
 def plain_order(v):
     """`v` with the `_Ordered` of `keep_order` back as plain dicts, in their original key order. A value
     that is still traced keeps them (the trace's output would sort a plain dict again)."""
+    if not isinstance(v, (dict, list, tuple)):
+        return v  # no container (a loss): nothing to map
     if any(isinstance(e, jax.core.Tracer) for e in jax.tree_util.tree_leaves(v)):
         return v
     return _map_containers(v, dict)

@@ -68,11 +68,21 @@ def _tree_eq(a, b):
     return ta == tb and all(bool(jnp.array_equal(x, y)) for x, y in zip(la, lb))
 
 
+_new, _set_type, _set_fields = object.__new__, Tangent.primal_type.__set__, Tangent.fields.__set__
+
+
+def _unflatten(aux: tuple, children: Any) -> Tangent:
+    t = _new(Tangent)  # `Tangent(...)` without its `__init__` call: the fused eager step unflattens one per layer
+    _set_type(t, aux[0])
+    _set_fields(t, dict(zip(aux[1], children)))
+    return t
+
+
 jax.tree_util.register_pytree_with_keys(
     Tangent,
     lambda t: ([(jax.tree_util.GetAttrKey(k), v) for k, v in t.fields.items()], (t.primal_type, tuple(t.fields))),
-    lambda aux, ch: Tangent(aux[0], dict(zip(aux[1], ch))),
-    lambda t: (list(t.fields.values()), (t.primal_type, tuple(t.fields))),
+    _unflatten,
+    lambda t: (t.fields.values(), (t.primal_type, tuple(t.fields))),
 )
 SAFE_NODES.add(Tangent)  # its fields change only through __setattr__, which bumps the structure version
 

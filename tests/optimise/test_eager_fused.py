@@ -169,6 +169,65 @@ def test_a_changed_gradient_is_applied_as_given():
     _same(run(True), run(False))
 
 
+@Flux.layer
+class _Heads:
+    """A layer whose gradient holds a list, a dict and a None (an unused head)."""
+
+    def __init__(self):
+        self.trunk = [Flux.Dense(3, 4, Flux.tanh), Flux.Dense(4, 4)]
+        self.heads = {"a": Flux.Dense(4, 2), "b": Flux.Dense(4, 2)}
+        self.unused = Flux.Dense(4, 2)
+
+    def __call__(self, x):
+        h = self.trunk[1](self.trunk[0](x))
+        return self.heads["a"](h) + 0.5 * self.heads["b"](h)
+
+
+# in-place edits of a gradient between the calls, which no structure version sees: the fused step's
+# check of the gradient must (the step then runs on the edited gradient, as `update_` is given it)
+GRAD_EDITS = {
+    "list-item": lambda g: g.trunk.__setitem__(0, _clip(g.trunk[0])),
+    "list-appended": lambda g: g.trunk.append(None),
+    "dict-item": lambda g: g.heads.__setitem__("b", _clip(g.heads["b"])),
+    "dict-key-removed": lambda g: g.heads.pop("b"),
+    "none-filled": lambda g: g.fields.__setitem__("unused", _clip(g.heads["a"])),
+    "field-added": lambda g: g.trunk[1].fields.__setitem__("extra", None),
+    "field-removed": lambda g: g.trunk[1].fields.pop("bias"),
+    "leaf-under-fields": lambda g: g.heads["a"].fields.__setitem__("bias", g.heads["a"].bias * 3.0),
+    "nothing": lambda g: None,
+}
+
+
+@pytest.mark.parametrize("edit", sorted(GRAD_EDITS))
+def test_a_gradient_edited_in_place_in_any_container_is_applied_as_given(edit, _fresh):
+    """The fused step compares the gradient `update_` is given with the one it returned through a reader
+    generated for its structure: every edit in place (a list or dict item, a `Tangent`'s fields) sends
+    `update_` down the usual path, which applies (or refuses) the edited gradient as the op-by-op loop does."""
+    def run(fused):
+        eagerstep.clear()
+        Flux.seed_(1)
+        m = _Heads()
+        opt = Flux.setup(Flux.Adam(0.01), m)
+        with contextlib.nullcontext() if fused else Flux.eager():
+            for k in range(4):
+                _, (g,) = Flux.withgradient(lambda m: mse(m, X * (1 + 0.1 * k), Y), m)  # noqa: B023
+                if k == 2:
+                    GRAD_EDITS[edit](g)
+                try:
+                    Flux.update_(opt, m, g)
+                except Exception as e:  # an edit the usual `update_` refuses: refused alike
+                    return type(e).__name__, str(e)
+        return m, opt
+
+    fused, plain = run(True), run(False)
+    refused = isinstance(plain[0], str)
+    if refused:
+        assert fused == plain
+    else:
+        _same(fused, plain)
+    assert _counts(_fresh)["committed"] == (4 if edit == "nothing" else 2 if refused else 3)
+
+
 def test_another_state_or_model_is_not_the_pending_step():
     Flux.seed_(1)
     m = _mlp()
