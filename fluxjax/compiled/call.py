@@ -147,6 +147,7 @@ class Jitted:
         self._cache: collections.OrderedDict[Any, Entry] = collections.OrderedDict()
         self._plan: Plan | None = None  # the last call's walk, reused while it still fits
         self._spare: list[Plan] = []  # the plans of calls before it, most recent first
+        self.last_plan: Plan | None = None  # the plan the last call used or made (None: it walked, made none)
         self._calls = 0  # calls so far: a plan's `used` is the last one that used it
         self._lock = threading.RLock()  # one call at a time: a call swaps tracers into live objects
         self.compilations = 0  # cache entries ever made (the cache keeps the latest MAX_PROGRAMS)
@@ -259,6 +260,7 @@ class Jitted:
             if traced:  # what the trace's own Python code changed is not a change (`refresh_reads` above)
                 plan.recheck()
             plan.release()
+        self.last_plan = plan
         return jax.tree_util.tree_unflatten(tree, out_leaves)
 
     def _worth_a_plan(self, entry: Entry, args: tuple) -> bool:

@@ -109,6 +109,20 @@ class Containers:
             "def holds():\n    return (" + "\n            and ".join(["True", *_container_checks(src, self.items)]) + ")\n",
             "holds")
 
+    def rebuilt(self, ids: frozenset) -> None:
+        """`rebuilt_in(self.items, ids)`."""
+        rebuilt_in(self.items, ids)
+
+
+def rebuilt_in(snapshots: list, ids: frozenset) -> None:
+    """After a write that rebuilt, by position, tuples of arrays in the containers whose ids are `ids`
+    (the fused eager step's commit of an optimiser state kept in a list), the snapshots in `snapshots`
+    (`(c, keys, refs)`, a `Containers`' or a `Plan`'s) take the new tuples, so that the next check finds
+    them the same objects instead of checking their structure again."""
+    for k, (c, keys, refs) in enumerate(snapshots):
+        if id(c) in ids:
+            snapshots[k] = _resnapshot(c, keys, refs)
+
 
 def _container_checks(src: Source, containers: list) -> list[str]:
     """The conditions that each container of `containers` (`(c, keys, refs)`, `c` with `_snapshot(c)`)
@@ -279,6 +293,10 @@ class Plan:
             if k[0] not in (_SAME, _FN):
                 self.box[i] = None
 
+    def rebuilt(self, ids: frozenset) -> None:
+        """`rebuilt_in(self.containers, ids)`: tuples rebuilt outside the plan's calls."""
+        rebuilt_in(self.containers, ids)
+
     def refresh(self) -> None:
         """`refresh_reads` of the plan's walk, then check against what it reads now. Call it right after
         a call that traced, before that call's writes land."""
@@ -324,7 +342,11 @@ class Plan:
                 conds.append(f"{e} is {src.name(v)}")
         if self.walk.watch:  # objects keyed by their contents
             src.env["_static_key"] = static_key
-            conds += [f"_static_key({src.name(o)}) == {src.name(k)}" for o, k in self.walk.watch]
+            for o, k in self.walk.watch:
+                if getattr(type(o), "__fluxjax_key__", None) is not None and k == (type(o), o.__fluxjax_key__()):
+                    conds.append(f"{src.name(o)}.__fluxjax_key__() == {src.name(k[1])}")  # its own key, directly
+                else:
+                    conds.append(f"_static_key({src.name(o)}) == {src.name(k)}")
         return src.compile("def check(a):\n    return (" + "\n            and ".join(conds) + ")\n", "check")
 
     def placer(self, first: int) -> Callable[[list, tuple], bool] | None:

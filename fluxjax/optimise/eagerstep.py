@@ -172,10 +172,6 @@ class _Link:
             leaves = self.read_grad(g)
         return leaves
 
-    def objects(self) -> tuple[Any, Any] | None:
-        m, s = self.model(), self.opt_state()
-        return None if m is None or s is None else (m, s)
-
     def current_walk(self, roots: list):
         v = (structure_version(), *map(id, roots))
         if v != self.version or not self.containers.holds():
@@ -186,11 +182,14 @@ class _Link:
         return self.walk
 
     def accessors(self, targets: tuple) -> tuple:
-        """(a loader of every slot in `targets`, a storer of one value per group of them)."""
+        """(a loader of every slot in `targets`, a storer of one value per group of them, the ids of the
+        walk's containers holding tuples that the storer rebuilds)."""
         got = self.access.get(targets)
         if got is None:  # (an IndexError, if the program's walk were not this one, voids the link)
             slots = [self.walk.slots[i] for where in targets for i in where]
-            got = self.access[targets] = (loader(slots), storer(self.walk.slots, targets))
+            ids = {id(c) for c in self.walk.containers}
+            rebuilt = frozenset(id(s.owner) for s in slots if s.attr is False and s.path and id(s.owner) in ids)
+            got = self.access[targets] = (loader(slots), storer(self.walk.slots, targets), rebuilt)
         return got
 
 
@@ -198,18 +197,35 @@ class _Pending:
     """A fused step's update, held until `update_` commits it: the arrays it read and those it writes.
     Each linked model holds its own, so two models stepped in turn (a GAN) both fuse."""
 
-    __slots__ = ("grad", "grad_leaves", "entries", "version", "targets", "inputs", "news")
+    __slots__ = ("grad", "grad_leaves", "entries", "version", "load", "store", "rebuilt", "plan", "inputs", "news")
 
-    def __init__(self, link: _Link, model: Any, grad: Any, version: int, news: dict):
+    def __init__(self, link: _Link, model: Any, grad: Any, version: int, news: dict, plan: Any):
         """`news` is what the program held back; the arrays its slots hold now are those the update read
         (a write of the gradient's own call to one of them, committed with the call, was seen by the
-        update inside the program too)."""
-        self.grad, self.version = grad, version
+        update inside the program too). `plan` is the program's `Plan` for this call, if any."""
+        self.grad, self.version, self.plan = grad, version, plan
         self.grad_leaves = link.grad_leaves(grad, new=True)
-        self.entries = _entries(model)
-        self.targets = tuple(news)
-        self.inputs = link.accessors(self.targets)[0]()
+        self.entries = list(model._entries) if isinstance(model, Params) else None
+        self.load, self.store, self.rebuilt = link.accessors(tuple(news))
+        self.inputs = self.load()
         self.news = list(news.values())
+
+    def commit(self, link: _Link) -> None:
+        """Write the step. An optimiser state in a list (the implicit form's) is a new tuple now: the
+        link's and the program's snapshots of that list take it, as the program's own writes do."""
+        self.store(self.news)
+        if self.rebuilt:
+            link.containers.rebuilt(self.rebuilt)
+            if self.plan is not None:
+                self.plan.rebuilt(self.rebuilt)
+
+    def is_step(self, link: _Link, opt_state: Any, model: Any, grads: Any) -> bool:
+        """Whether `update_(opt_state, model, grads)` is this step exactly (see the module docstring)."""
+        return (grads is self.grad and link.model() is model and link.opt_state() is opt_state
+                and structure_version() == self.version
+                and _same_leaves(link.grad_leaves(grads) or (), self.grad_leaves)
+                and (self.entries is None or _same_leaves(model._entries, self.entries))
+                and link.containers.holds() and _same_leaves(self.load(), self.inputs))  # the slots reach the same places
 
 
 def _no_reader(g: Any) -> None:
@@ -257,11 +273,6 @@ def _leaf_reader(g: Any) -> Callable[[Any], list | None]:
     return src.compile("def read(g):\n" + "\n".join(lines) + f"\n    return [{', '.join(leaves)}]\n", "read")
 
 
-def _entries(model: Any) -> list:
-    """The parameters of a `Params` (`delete`, `add`, `intersect_` change them), none of a model."""
-    return list(model._entries) if isinstance(model, Params) else []
-
-
 def _ref(obj: Any, gone: Callable[[Any], None] | None = None) -> Callable[[], Any]:
     try:
         return weakref.ref(obj, gone)
@@ -286,13 +297,14 @@ def gradient_call(name: str, f: Callable, arg: Any, run: Callable[[], Any]) -> A
     `Params` `arg` (`run()` makes the call as usual): the fused program when `arg` is linked, else
     `run()`, remembering its gradient for `update_` to link."""
     link = _links.get(id(arg))
-    objs = None if link is None else link.objects()
-    if link is not None and objs is None:  # the linked objects are gone
-        _drop(arg)
-    elif objs is not None and objs[0] is arg and not link.dead:
-        out = _run_fused(name, f, arg, objs[1], link)
-        if out is not NOT_FUSED:
-            return out
+    if link is not None:
+        m, opt_state = link.model(), link.opt_state()
+        if m is None or opt_state is None:  # the linked objects are gone
+            _drop(arg)
+        elif m is arg and not link.dead:
+            out = _run_fused(name, f, arg, opt_state, link)
+            if out is not NOT_FUSED:
+                return out
     out = run()
     last = _last()
     last[id(arg)] = (_ref(_grad_of(name, out)), _ref(arg))  # weakly: a dropped model is not kept
@@ -305,20 +317,25 @@ def _run_fused(name: str, f: Callable, model: Any, opt_state: Any, link: _Link) 
     if link.misses >= MISSES:
         link.dead = True  # for good: a loop that does not hand `update_` the gradient never will
         return NOT_FUSED
-    implicit = name.startswith("implicit")
+    implicit = name[0] == "i"
     held = _implicit_holder(opt_state, model) if implicit else opt_state
     roots = [*model._sources, held] if implicit else [model, held]
     link.current_walk(roots)
     keys = list(model) if implicit else None
+    version = structure_version()
+    program = _PROGRAMS[name]
     try:
-        out, news = _PROGRAMS[name](f, model, held)
+        out, news = program(f, model, held)
     except Exception:  # anything the fused trace cannot do; the usual call then runs (and raises the user's errors)
         link.dead = True
         return NOT_FUSED
     if implicit:
         out = api.implicit_result(name, model, keys, out)
+    if structure_version() != version:  # a trace, or `f` set a field (a layer's first call): the update held
+        version = structure_version()    # back is of the structure as it is now, which the link walks again
+        link.current_walk(roots)
     try:
-        link.pending = _Pending(link, model, _grad_of(name, out), structure_version(), news)
+        link.pending = _Pending(link, model, _grad_of(name, out), version, news, program.last_plan)
     except IndexError:  # the program's walk is not this one: never expected, but never committed
         link.pending, link.dead = None, True
         return out
@@ -337,16 +354,11 @@ def commit_update(opt_state: Any, model: Any, grads: Any) -> bool:
     p = None if link is None else link.pending
     if p is not None:
         link.pending = None  # `model` is stepped now, with this gradient or another: either way it is taken
-        objs = link.objects()
-        if (p.grad is grads and objs is not None and objs[0] is model and objs[1] is opt_state
-                and structure_version() == p.version
-                and _same_leaves(link.grad_leaves(grads) or (), p.grad_leaves) and _same_leaves(_entries(model), p.entries)):
-            load, store = link.accessors(p.targets)
-            if link.containers.holds() and _same_leaves(load(), p.inputs):  # the slots reach the same places
-                store(p.news)
-                link.misses = 0
-                stats["committed"] += 1
-                return True
+        if p.is_step(link, opt_state, model, grads):
+            p.commit(link)
+            link.misses = 0
+            stats["committed"] += 1
+            return True
         stats["missed"] += 1
         return False
     last = _last().pop(id(model), None)

@@ -66,7 +66,7 @@ def _code(f: Any) -> Any:
 def _can_compile(f: Any, args: tuple, jit: bool) -> bool:
     if not jit or is_eager() or current_region() is not None or not trace_state_clean():
         return False
-    code = _code(f)
+    code = f.__code__ if type(f) is types.FunctionType else _code(f)
     if code is None and not hasattr(type(f), "__fluxjax_layer__") and not callable(f):
         return False
     if code is not None and code in _EAGER_ONLY:
@@ -75,7 +75,7 @@ def _can_compile(f: Any, args: tuple, jit: bool) -> bool:
         return False  # bare arrays, found in f's globals and closure by identity: not once they are traced
     # a Python number argument is differentiated as a real number op by op; compiled it would become
     # a traced (possibly integer) input, so such calls stay op by op
-    return not _number_or_tracer(args)
+    return (len(args) == 1 and type(args[0]) in LAYER_TYPES) or not _number_or_tracer(args)
 
 
 _NUMBER_OR_TRACER = (jax.core.Tracer, int, float, complex)
@@ -143,11 +143,11 @@ def _fusable(name: str, f: Callable, args: tuple) -> Any:
     if len(args) == 1 and isinstance(args[0], Params):
         name = "implicit_" + name
         run = functools.partial(_run_implicit, name, f, args[0])
+    elif _STEP_FUSION and len(args) == 1 and type(args[0]) in LAYER_TYPES:
+        return _STEP_FUSION[0](name, f, args[0], functools.partial(_run_compiled, name, _EAGER[name], f, args))
     else:
-        run = functools.partial(_run_compiled, name, _EAGER[name], f, args)
-    if _STEP_FUSION and len(args) == 1 and (type(args[0]) in LAYER_TYPES or name.startswith("implicit")):
-        return _STEP_FUSION[0](name, f, args[0], run)
-    return run()
+        return _run_compiled(name, _EAGER[name], f, args)
+    return _STEP_FUSION[0](name, f, args[0], run) if _STEP_FUSION else run()
 
 
 def _run_implicit(name: str, f: Callable, ps: Params) -> Any:

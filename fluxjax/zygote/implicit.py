@@ -46,14 +46,19 @@ class Params:
     def __init__(self, xs=()):
         self._entries: list[_Entry] = []
         self._sources: tuple = ()  # the models params() was built from, for train_'s compiled step
+        self._key: tuple | None = None  # `__fluxjax_key__`, until the entries or their slots change
         for x in xs:
             self.add(x)
 
     def __fluxjax_key__(self) -> tuple:
         """What a compiled trace reads of this collection: where each parameter lives (an array held by
         no slot is read as it is, so by identity). Not the collection itself: `params(m)` made anew at
-        every step (Flux 0.13's loops) reuses the program."""
-        return tuple(tuple((Same(s.owner), s.key, s.attr, s.path) for s in e.slots) or (Same(e.array),) for e in self._entries)
+        every step (Flux 0.13's loops) reuses the program. Kept until an entry or a slot is added or
+        removed (each method here that does so drops it): a compiled call checks it every time."""
+        if self._key is None:
+            self._key = tuple(tuple((Same(s.owner), s.key, s.attr, s.path) for s in e.slots) or (Same(e.array),)
+                              for e in self._entries)
+        return self._key
 
     def _find(self, x):
         for e in self._entries:
@@ -69,12 +74,14 @@ class Params:
             self._entries.append(_Entry(x, list(slots)))
         else:
             e.slots.extend(s for s in slots if s.ident() not in {t.ident() for t in e.slots})
+        self._key = None
         return self
 
     push_ = add
 
     def delete(self, x) -> Params:
         self._entries = [e for e in self._entries if e.value() is not x]
+        self._key = None
         return self
 
     def __len__(self):
@@ -140,6 +147,7 @@ class Params:
         for itr in itrs:
             keep = {id(x) for x in itr}
             self._entries = [e for e in self._entries if id(e.value()) in keep]
+        self._key = None
         return self
 
     def intersect(self, *itrs) -> Params:
@@ -170,6 +178,7 @@ class Params:
         missing = {id(e.array): e for e in self._entries if not e.slots}
         if not missing:
             return
+        self._key = None
         for _, _, v, slot in _referenced(f):
             if id(v) in missing:
                 missing[id(v)].slots.append(slot)

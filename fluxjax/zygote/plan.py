@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..core.layer import LAYER_TYPES, is_array, is_float_array, is_layer
+from ..core.layer import LAYER_TYPES, is_array, is_float_array, is_layer, structure_version
 from ..core.region import commit, run_in_region
 from ..core.region import written as _written
 from ..core.walk import NUMBER_TYPES, STATE, Slot, is_visited, walk
@@ -258,11 +258,21 @@ def _explicit_plan(f, args, name, static=frozenset()) -> _Plan:
     fx = _make_fx(lambda: f(*box), [[w.slots[i]] for i in diff], written, untied)
     primals = [_as_primal(w.leaves[i]) for i in diff]
 
+    version = structure_version()
+
     def finish(grads):
         by_leaf: list[Any] = [None] * len(w.leaves)
         for i, g in zip(diff, grads):
             by_leaf[i] = g
-        return untied.run(lambda: _rebuild(box, by_leaf)) if untied is not None else _rebuild(box, by_leaf)
+
+        def rebuild():
+            leaves = by_leaf
+            if structure_version() != version:  # `f` set a field (a buffer filled at the first call): the
+                at = {s.ident(): i for i, s in enumerate(w.slots)}  # gradient takes the arguments as they
+                leaves = [by_leaf[at[s.ident()]] if s.ident() in at else None for s in walk(box).slots]  # are now
+            return _rebuild(box, leaves)
+
+        return untied.run(rebuild) if untied is not None else rebuild()
 
     ints = [i for i in diff if _is_int(w.leaves[i]) or _is_int_array(w.leaves[i])]
     key = None

@@ -228,6 +228,41 @@ def test_a_gradient_edited_in_place_in_any_container_is_applied_as_given(edit, _
     assert _counts(_fresh)["committed"] == (4 if edit == "nothing" else 2 if refused else 3)
 
 
+@Flux.layer(trainable=("weight",))
+class _LazyBuffer:
+    """A layer whose first call fills a buffer that was None, ahead of its weight: the call changes the
+    walk of the model (a new array in front of the weight), while the fused step holds its update back."""
+
+    def __init__(self):
+        self.buffer = None
+        self.weight = jnp.asarray(np.random.default_rng(0).normal(size=(2, 3)), jnp.float32)
+
+    def __call__(self, x):
+        if self.buffer is None:
+            self.buffer = jnp.mean(x, axis=1)
+        return self.weight @ (x - self.buffer[:, None])
+
+
+def test_a_loss_that_changes_the_model_s_walk_commits_where_it_is_now(_fresh):
+    """The fused program's update is held back for the model as the call left it: the link walks it
+    again after a call that changed its structure, so the weight (not the new buffer) is stepped."""
+    def run(fused):
+        eagerstep.clear()
+        Flux.seed_(1)
+        m = Flux.Chain(_LazyBuffer(), Flux.Dense(2, 2))
+        opt = Flux.setup(Flux.Adam(0.01), m)
+        with contextlib.nullcontext() if fused else Flux.eager():
+            for k in range(4):
+                _, (g,) = Flux.withgradient(lambda m: mse(m, X * (1 + 0.1 * k), Y), m)  # noqa: B023
+                Flux.update_(opt, m, g)
+        return m, opt
+
+    fused, plain = run(True), run(False)
+    _same(fused, plain)
+    np.testing.assert_allclose(fused[0].layers[0].buffer, jnp.mean(X, axis=1), rtol=1e-6)
+    assert _counts(_fresh)["committed"] >= 3
+
+
 def test_another_state_or_model_is_not_the_pending_step():
     Flux.seed_(1)
     m = _mlp()
