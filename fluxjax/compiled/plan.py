@@ -87,13 +87,6 @@ def _snapshot(c: list | dict) -> tuple:
     return None, tuple(map(_item, c))
 
 
-def _resnapshot(c: list | dict, keys: tuple | None, refs: tuple) -> tuple:
-    """`_snapshot(c)` after a store that rebuilt tuples of arrays in `c` by position (same containers,
-    other concrete arrays) and changed nothing else: the new tuples, with the structures already known."""
-    items = c.values() if keys is not None else c
-    return c, keys, tuple(_ArraysTree(e, r.treedef) if type(r) is _ArraysTree else r for e, r in zip(items, refs))
-
-
 class Containers:
     """The lists and dicts of a walk, as they are now: `holds()` tells whether they still hold the same
     objects (any array where an array was, a tuple of arrays of the same structure where one was),
@@ -119,9 +112,18 @@ def rebuilt_in(snapshots: list, ids: frozenset) -> None:
     (the fused eager step's commit of an optimiser state kept in a list), the snapshots in `snapshots`
     (`(c, keys, refs)`, a `Containers`' or a `Plan`'s) take the new tuples, so that the next check finds
     them the same objects instead of checking their structure again."""
-    for k, (c, keys, refs) in enumerate(snapshots):
+    for c, keys, refs in snapshots:
         if id(c) in ids:
-            snapshots[k] = _resnapshot(c, keys, refs)
+            _take_rebuilt(c, keys, refs)
+
+
+def _take_rebuilt(c: list | dict, keys: tuple | None, refs: tuple) -> None:
+    """The snapshot `(c, keys, refs)` of `c` after a store that rebuilt tuples of arrays in `c` by
+    position (same containers, other concrete arrays) and changed nothing else: its stand-ins for
+    those tuples take the new ones (each snapshot has stand-ins of its own)."""
+    for e, r in zip(c.values() if keys is not None else c, refs):
+        if type(r) is _ArraysTree:
+            r.value = e
 
 
 def _container_checks(src: Source, containers: list) -> list[str]:
@@ -277,8 +279,11 @@ class Plan:
                 for i in where:
                     commit(self.walk.slots[i], v)
         for k in hit[1]:
-            c = self.containers[k][0]
-            self.containers[k] = _resnapshot(*self.containers[k]) if commit is None else (c, *_snapshot(c))
+            if commit is None:  # the rebuilt tuples, of the structures already known
+                _take_rebuilt(*self.containers[k])
+            else:
+                c = self.containers[k][0]
+                self.containers[k] = (c, *_snapshot(c))
 
     def _source(self, **env: Any) -> Source:
         """A `Source` whose generated code reads the argument functions' cells through `cells`."""

@@ -75,7 +75,7 @@ def _can_compile(f: Any, args: tuple, jit: bool) -> bool:
         return False  # bare arrays, found in f's globals and closure by identity: not once they are traced
     # a Python number argument is differentiated as a real number op by op; compiled it would become
     # a traced (possibly integer) input, so such calls stay op by op
-    return (len(args) == 1 and type(args[0]) in LAYER_TYPES) or not _number_or_tracer(args)
+    return (len(args) == 1 and (type(args[0]) in LAYER_TYPES or type(args[0]) is Params)) or not _number_or_tracer(args)
 
 
 _NUMBER_OR_TRACER = (jax.core.Tracer, int, float, complex)

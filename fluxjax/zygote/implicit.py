@@ -272,8 +272,15 @@ class Grads:
         self.params = ps
         self._keys = keys
         self._grads = grads
-        self._index = {id(k): i for i, k in enumerate(keys)}
         self._entries = list(ps._entries) if entries is None else entries  # where each parameter lived
+
+    @property
+    def _index(self) -> dict:
+        """`{id(key): position}`, made at the first lookup (an eager loop's `update_` needs none)."""
+        index = self.__dict__.get("_by_id")
+        if index is None:
+            index = self.__dict__["_by_id"] = {id(k): i for i, k in enumerate(self._keys)}
+        return index
 
     def _new(self, keys: list, grads: list) -> Grads:
         return Grads(self.params, keys, grads, self._entries)
@@ -360,11 +367,7 @@ class Grads:
 
     def __getstate__(self):
         """pickle / deepcopy: `_index` is keyed by `id()`, which means nothing in another process or copy."""
-        return {k: v for k, v in self.__dict__.items() if k != "_index"}
-
-    def __setstate__(self, st):
-        self.__dict__.update(st)
-        self._index = {id(k): i for i, k in enumerate(self._keys)}
+        return {k: v for k, v in self.__dict__.items() if k != "_by_id"}
 
     def _same_params(self, other: Grads, fn: str) -> None:
         if not isinstance(other, Grads):
