@@ -55,7 +55,7 @@ from ..core.walk import ARRAY_TYPES, walk
 from ..random import default_rng
 from ..zygote import api
 from ..zygote.implicit import Grads, Params
-from ..zygote.tangent import Tangent
+from ..zygote.tangent import Tangent, make_tangent
 from . import tree
 from .implicit import _implicit_holder, implicit_update_
 from .tree import update_
@@ -199,16 +199,16 @@ class _Pending:
 
     __slots__ = ("grad", "grad_leaves", "entries", "version", "load", "store", "rebuilt", "plan", "inputs", "news")
 
-    def __init__(self, link: _Link, model: Any, grad: Any, version: int, news: dict, plan: Any):
-        """`news` is what the program held back; the arrays its slots hold now are those the update read
-        (a write of the gradient's own call to one of them, committed with the call, was seen by the
-        update inside the program too). `plan` is the program's `Plan` for this call, if any."""
-        self.grad, self.version, self.plan = grad, version, plan
+    def __init__(self, link: _Link, model: Any, grad: Any, version: int, targets: tuple, news: list, plan: Any):
+        """`news` is what the program held back, for the slots `targets`; the arrays those hold now are
+        those the update read (a write of the gradient's own call to one of them, committed with the
+        call, was seen by the update inside the program too). `plan` is the program's `Plan` for this
+        call, if any."""
+        self.grad, self.version, self.plan, self.news = grad, version, plan, news
         self.grad_leaves = link.grad_leaves(grad, new=True)
         self.entries = list(model._entries) if isinstance(model, Params) else None
-        self.load, self.store, self.rebuilt = link.accessors(tuple(news))
+        self.load, self.store, self.rebuilt = link.accessors(targets)
         self.inputs = self.load()
-        self.news = list(news.values())
 
     def commit(self, link: _Link) -> None:
         """Write the step. An optimiser state in a list (the implicit form's) is a new tuple now: the
@@ -273,6 +273,57 @@ def _leaf_reader(g: Any) -> Callable[[Any], list | None]:
     return src.compile("def read(g):\n" + "\n".join(lines) + f"\n    return [{', '.join(leaves)}]\n", "read")
 
 
+_built: dict[str, tuple] = {}  # entry point -> (the structure of its program's last result, its `_builder`)
+
+
+def _builder(shape: Any) -> Callable[[list], tuple]:
+    """For a fused program's result structure `shape` (`(result, {slot indices: new array})`): a
+    function of its leaves returning `(result, the slot indices, [new arrays])`. The result is built by
+    straight-line code where it holds tuples, lists, dicts, `Tangent`s and `None` (`unflatten` calls back
+    into Python for every `Tangent`); by `shape.unflatten` where it holds anything else."""
+    n = shape.num_leaves
+    result, held = shape.unflatten(list(range(n)))  # each leaf replaced by its position
+    src = Source(_tangent=make_tangent)
+
+    def expr(v: Any) -> str | None:
+        t = type(v)
+        if t is int:
+            return f"L[{v}]"
+        if v is None:
+            return "None"
+        if t is Tangent:
+            parts = [(k, expr(e)) for k, e in v.fields.items()]
+            if any(e is None for _, e in parts):
+                return None
+            inner = ", ".join(f"{src.literal(k)}: {e}" for k, e in parts)
+            return f"_tangent({src.name(v.primal_type)}, {{{inner}}})"
+        if t is tuple or t is list or (isinstance(v, tuple) and hasattr(t, "_fields")):
+            parts = [expr(e) for e in v]
+            if None in parts:
+                return None
+            if t is list:
+                return f"[{', '.join(parts)}]"
+            inner = "".join(f"{e}, " for e in parts)
+            return f"({inner})" if t is tuple else f"{src.name(t)}({inner})"
+        if t is dict:
+            parts = [(k, expr(e)) for k, e in v.items()]
+            if any(e is None for _, e in parts):
+                return None
+            return "{" + ", ".join(f"{src.name(k)}: {e}" for k, e in parts) + "}"
+        return None  # another kind of node (`keep_order`'s dicts in an auxiliary output, a user's pytree)
+
+    targets = tuple(held)
+    news = "[" + ", ".join(f"L[{held[k]}]" for k in targets) + "]"
+    body = expr(result)
+    if body is None:
+        def build(leaves: list) -> tuple:
+            out, new = shape.unflatten(leaves)
+            return out, targets, list(new.values())
+        return build
+    src.env["_targets"] = targets
+    return src.compile(f"def build(L):\n    return {body}, _targets, {news}\n", "build")
+
+
 def _ref(obj: Any, gone: Callable[[Any], None] | None = None) -> Callable[[], Any]:
     try:
         return weakref.ref(obj, gone)
@@ -325,17 +376,21 @@ def _run_fused(name: str, f: Callable, model: Any, opt_state: Any, link: _Link) 
     version = structure_version()
     program = _PROGRAMS[name]
     try:
-        out, news = program(f, model, held)
+        leaves, shape = program.call_flat(f, model, held)
     except Exception:  # anything the fused trace cannot do; the usual call then runs (and raises the user's errors)
         link.dead = True
         return NOT_FUSED
+    build = _built.get(name)
+    if build is None or build[0] is not shape:
+        build = _built[name] = (shape, _builder(shape))
+    out, targets, news = build[1](leaves)
     if implicit:
         out = api.implicit_result(name, model, keys, out)
     if structure_version() != version:  # a trace, or `f` set a field (a layer's first call): the update held
         version = structure_version()    # back is of the structure as it is now, which the link walks again
         link.current_walk(roots)
     try:
-        link.pending = _Pending(link, model, _grad_of(name, out), version, news, program.last_plan)
+        link.pending = _Pending(link, model, _grad_of(name, out), version, targets, news, program.last_plan)
     except IndexError:  # the program's walk is not this one: never expected, but never committed
         link.pending, link.dead = None, True
         return out

@@ -71,11 +71,17 @@ def _tree_eq(a, b):
 _new, _set_type, _set_fields = object.__new__, Tangent.primal_type.__set__, Tangent.fields.__set__
 
 
-def _unflatten(aux: tuple, children: Any) -> Tangent:
-    t = _new(Tangent)  # `Tangent(...)` without its `__init__` call: the fused eager step unflattens one per layer
-    _set_type(t, aux[0])
-    _set_fields(t, dict(zip(aux[1], children)))
+def make_tangent(primal_type: type, fields: dict) -> Tangent:
+    """`Tangent(primal_type, fields)` without its `__init__` call, for code that makes one per layer at
+    every step (unflattening a gradient, the fused eager step's result)."""
+    t = _new(Tangent)
+    _set_type(t, primal_type)
+    _set_fields(t, fields)
     return t
+
+
+def _unflatten(aux: tuple, children: Any) -> Tangent:
+    return make_tangent(aux[0], dict(zip(aux[1], children)))
 
 
 jax.tree_util.register_pytree_with_keys(

@@ -618,3 +618,56 @@ def test_custom_rules_edited_or_drawing_noise(mode, rule, edit):
     fused, eager = run(True), run(False)
     _same(fused[0], eager[0])
     np.testing.assert_array_equal(np.stack(fused[1]), np.stack(eager[1]))
+
+
+def _structures():
+    """Results a fused program may return: tuples, lists, dicts, namedtuples, `Tangent`s and None
+    around arrays, and a dict kept in order (`withgradient`'s auxiliary dicts), which is built by
+    `unflatten`."""
+    from fluxjax.zygote.plan import WithGradient, keep_order
+    from fluxjax.zygote.tangent import Tangent
+
+    leaf = st.builds(lambda k: jnp.full((2,), float(k)), st.integers(0, 9))
+    keys = st.sampled_from(["a", "b", "weight", "bias"])
+
+    def extend(inner):
+        return st.one_of(
+            st.lists(inner, max_size=3).map(tuple), st.lists(inner, max_size=3),
+            st.dictionaries(keys, inner, max_size=3), st.dictionaries(keys, inner, max_size=2).map(keep_order),
+            st.builds(WithGradient, inner, inner),
+            st.dictionaries(keys, inner, max_size=3).map(lambda d: Tangent(Flux.Dense, d)),
+        )
+
+    return st.recursive(st.one_of(leaf, st.none()), extend, max_leaves=8)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_structures(), st.integers(0, 3))
+def test_the_fused_result_builder_makes_what_unflatten_makes(result, n_news):
+    """The generated builder of the fused program's result gives the object `unflatten` gives: the same
+    types, keys in the same order, the very same arrays at the same places."""
+    news = {(i, 10 + i): jnp.full((1,), float(i)) for i in range(n_news)}
+    leaves, shape = jax.tree_util.tree_flatten((result, news))
+    out, targets, new = eagerstep._builder(shape)(leaves)
+    want, want_news = shape.unflatten(leaves)
+
+    def same(a, b):
+        assert type(a) is type(b)
+        if isinstance(a, jax.Array):
+            assert a is b
+        elif isinstance(a, dict):
+            assert list(a) == list(b)
+            for k in a:
+                same(a[k], b[k])
+        elif isinstance(a, (tuple, list)):
+            assert len(a) == len(b)
+            for x, y in zip(a, b):
+                same(x, y)
+        elif type(a).__name__ == "Tangent":
+            assert a.primal_type is b.primal_type
+            same(a.fields, b.fields)
+        else:
+            assert a is b is None
+
+    same(out, want)
+    assert targets == tuple(want_news) and all(x is y for x, y in zip(new, want_news.values()))
