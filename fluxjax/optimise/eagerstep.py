@@ -368,7 +368,7 @@ def _run_fused(name: str, f: Callable, model: Any, opt_state: Any, link: _Link) 
     if link.misses >= MISSES:
         link.dead = True  # for good: a loop that does not hand `update_` the gradient never will
         return NOT_FUSED
-    implicit = name[0] == "i"
+    implicit = name.startswith("implicit")
     held = _implicit_holder(opt_state, model) if implicit else opt_state
     roots = [*model._sources, held] if implicit else [model, held]
     link.current_walk(roots)
