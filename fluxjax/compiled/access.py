@@ -64,7 +64,7 @@ def loader(slots: Sequence[Slot], shared: Sequence[int] | None = None, src: Sour
     distinct arrays, see `fluxjax.compiled.call._sharing_pattern`), the distinct arrays, or None when slots
     that shared an array no longer do. `src` may hold aliases (`Source.alias`)."""
     src = src or Source()
-    exprs = [src.base(s) + "".join(f"[{p}]" for p in s.path) if _plain(s) else f"{src.name(s, 's')}.get()" for s in slots]
+    exprs = _reads(src, slots)
     if shared is None:
         return src.compile(f"def load():\n    return [{', '.join(exprs)}]\n", "load")
     lines, same = [], []
@@ -76,6 +76,19 @@ def loader(slots: Sequence[Slot], shared: Sequence[int] | None = None, src: Sour
     lines.append(f"    if not ({' and '.join(same)}):\n        return None")
     lines.append(f"    return [{', '.join(f'u{p}' for p in range(len(lines) - 1))}]")
     return src.compile("def load():\n" + "\n".join(lines) + "\n", "load")
+
+
+def _reads(src: Source, slots: Sequence[Slot]) -> list[str]:
+    """An expression reading each slot: its field or item and path, or its `Slot.get()`."""
+    return [src.base(s) + "".join(f"[{p}]" for p in s.path) if _plain(s) else f"{src.name(s, 's')}.get()" for s in slots]
+
+
+def holding(slots: Sequence[Slot]) -> Callable[[list], bool]:
+    """A function `holds(xs)`: whether each slot holds the very object `xs` has at its position (the
+    arrays a `loader` of the same slots returned), one straight-line expression."""
+    src = Source()
+    conds = [f"{e} is x[{i}]" for i, e in enumerate(_reads(src, slots))] or ["True"]
+    return src.compile("def holds(x):\n    return " + " and ".join(conds) + "\n", "holds")
 
 
 def storer(slots: Sequence[Slot], targets: Sequence[Sequence[int]], src: Source | None = None

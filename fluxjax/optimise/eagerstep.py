@@ -46,7 +46,7 @@ from typing import Any
 
 import jax
 
-from ..compiled.access import Source, loader, storer
+from ..compiled.access import Source, holding, loader, storer
 from ..compiled.call import jit as _fluxjax_jit
 from ..compiled.plan import Containers
 from ..core.layer import LAYER_TYPES, structure_version
@@ -182,14 +182,14 @@ class _Link:
         return self.walk
 
     def accessors(self, targets: tuple) -> tuple:
-        """(a loader of every slot in `targets`, a storer of one value per group of them, the ids of the
-        walk's containers holding tuples that the storer rebuilds)."""
+        """(a loader of every slot in `targets`, a check that they hold what it loaded, a storer of one
+        value per group of them, the ids of the walk's containers holding tuples that the storer rebuilds)."""
         got = self.access.get(targets)
         if got is None:  # (an IndexError, if the program's walk were not this one, voids the link)
             slots = [self.walk.slots[i] for where in targets for i in where]
             ids = {id(c) for c in self.walk.containers}
             rebuilt = frozenset(id(s.owner) for s in slots if s.attr is False and s.path and id(s.owner) in ids)
-            got = self.access[targets] = (loader(slots), storer(self.walk.slots, targets), rebuilt)
+            got = self.access[targets] = (loader(slots), holding(slots), storer(self.walk.slots, targets), rebuilt)
         return got
 
 
@@ -197,7 +197,7 @@ class _Pending:
     """A fused step's update, held until `update_` commits it: the arrays it read and those it writes.
     Each linked model holds its own, so two models stepped in turn (a GAN) both fuse."""
 
-    __slots__ = ("grad", "grad_leaves", "entries", "version", "load", "store", "rebuilt", "plan", "inputs", "news")
+    __slots__ = ("grad", "grad_leaves", "entries", "version", "holds", "store", "rebuilt", "plan", "inputs", "news")
 
     def __init__(self, link: _Link, model: Any, grad: Any, version: int, targets: tuple, news: list, plan: Any):
         """`news` is what the program held back, for the slots `targets`; the arrays those hold now are
@@ -207,8 +207,8 @@ class _Pending:
         self.grad, self.version, self.plan, self.news = grad, version, plan, news
         self.grad_leaves = link.grad_leaves(grad, new=True)
         self.entries = list(model._entries) if isinstance(model, Params) else None
-        self.load, self.store, self.rebuilt = link.accessors(targets)
-        self.inputs = self.load()
+        load, self.holds, self.store, self.rebuilt = link.accessors(targets)
+        self.inputs = load()
 
     def commit(self, link: _Link) -> None:
         """Write the step. An optimiser state in a list (the implicit form's) is a new tuple now: the
@@ -225,7 +225,7 @@ class _Pending:
                 and structure_version() == self.version
                 and _same_leaves(link.grad_leaves(grads) or (), self.grad_leaves)
                 and (self.entries is None or _same_leaves(model._entries, self.entries))
-                and link.containers.holds() and _same_leaves(self.load(), self.inputs))  # the slots reach the same places
+                and link.containers.holds() and self.holds(self.inputs))  # the slots reach the same places
 
 
 def _no_reader(g: Any) -> None:
