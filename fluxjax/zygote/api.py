@@ -143,8 +143,8 @@ def _fusable(name: str, f: Callable, args: tuple) -> Any:
     if len(args) == 1 and isinstance(args[0], Params):
         name = "implicit_" + name
         run = functools.partial(_run_implicit, name, f, args[0])
-    elif _STEP_FUSION and len(args) == 1 and type(args[0]) in LAYER_TYPES:
-        return _STEP_FUSION[0](name, f, args[0], functools.partial(_run_compiled, name, _EAGER[name], f, args))
+    elif len(args) == 1 and type(args[0]) in LAYER_TYPES:
+        run = functools.partial(_run_compiled, name, _EAGER[name], f, args)
     else:
         return _run_compiled(name, _EAGER[name], f, args)
     return _STEP_FUSION[0](name, f, args[0], run) if _STEP_FUSION else run()

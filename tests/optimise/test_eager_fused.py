@@ -17,6 +17,8 @@ from hypothesis import strategies as st
 
 import fluxjax as Flux
 from fluxjax.optimise import eagerstep
+from fluxjax.zygote.plan import WithGradient, keep_order
+from fluxjax.zygote.tangent import Tangent
 from tests.optimise.models import DecayDescent, assert_same_arrays, mse, stateful
 from tests.optimise.models import arrays as _arrays
 from tests.optimise.models import mlp as _mlp
@@ -624,9 +626,6 @@ def _structures():
     """Results a fused program may return: tuples, lists, dicts, namedtuples, `Tangent`s and None
     around arrays, and a dict kept in order (`withgradient`'s auxiliary dicts), which is built by
     `unflatten`."""
-    from fluxjax.zygote.plan import WithGradient, keep_order
-    from fluxjax.zygote.tangent import Tangent
-
     leaf = st.builds(lambda k: jnp.full((2,), float(k)), st.integers(0, 9))
     keys = st.sampled_from(["a", "b", "weight", "bias"])
 
@@ -663,7 +662,7 @@ def test_the_fused_result_builder_makes_what_unflatten_makes(result, n_news):
             assert len(a) == len(b)
             for x, y in zip(a, b):
                 same(x, y)
-        elif type(a).__name__ == "Tangent":
+        elif isinstance(a, Tangent):
             assert a.primal_type is b.primal_type
             same(a.fields, b.fields)
         else:
