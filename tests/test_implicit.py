@@ -2,6 +2,8 @@
 Flux 0.13 style). Julia's `copy!` is `copy_`; broadcasting over Grads is `+ - * /` with `None` as zero.
 """
 
+import contextlib
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -419,3 +421,98 @@ def test_params_made_anew_at_every_step_reuse_one_compiled_program():
     got = run(True)
     np.testing.assert_allclose(got, want, rtol=1e-6)
     assert len(compiles) == 0
+
+
+@fluxjax.layer
+class _ListModel:
+    """A user's layer holding its weights, or its layers, in a list (each a slot of the list)."""
+
+    def __init__(self, *ws):
+        self.ws = list(ws)
+
+    def __call__(self, v):
+        for W in self.ws:
+            v = jnp.tanh(W @ v) if isinstance(W, jax.Array) else W(v)
+        return v
+
+
+def _arrays_of(gs, ps):
+    return [None if g is None else np.asarray(g) for g in (gs[p] for p in ps)]
+
+
+def _same_grads(a, b):
+    assert [g is None for g in a] == [g is None for g in b]
+    for u, v in zip(a, b):
+        if u is not None:
+            close(u, v, rtol=1e-5)
+
+
+@pytest.mark.parametrize("case", ["read-through-params", "layer-replaced", "list-replaced", "list-item-replaced"])
+def test_compiled_implicit_gradient_follows_what_the_params_name(case):
+    """The compiled implicit gradient (one program reused across calls) gives the op-by-op gradient when
+    `ps` names arrays the loss reads only through `ps` (a penalty over the parameters), and after the
+    model stops holding some of `ps`'s arrays (a layer or a list replaced: `ps` still names the old
+    ones, whose gradient is then `None`, as Zygote's; an item of the list replaced: `ps` names that
+    place, as `update_` rebinds it, so the new array). Each step's update goes through `ps`."""
+    xv = jnp.array([[1.0, -2.0], [0.5, 3.0]])
+
+    def build():
+        fluxjax.seed_(3)
+        if case == "read-through-params":
+            m, extra = Dense(2, 2, jnp.tanh), Dense(2, 2)
+            return m, params(m, extra), lambda: jnp.sum(m(xv)) + sum(jnp.sum(p**2) for p in ps)
+        if case == "layer-replaced":
+            m = _ListModel(Dense(2, 2, jnp.tanh), Dense(2, 2))
+        else:
+            m = _ListModel(jnp.eye(2) * 0.5, jnp.ones((2, 2)) * 0.3)
+        return m, params(m), lambda: jnp.sum(m(xv) ** 2)
+
+    def change(m):
+        fluxjax.seed_(4)
+        if case == "layer-replaced":
+            m.ws[1] = Dense(2, 2)
+        elif case == "list-replaced":
+            m.ws = [w * 2.0 for w in m.ws]
+        elif case == "list-item-replaced":
+            m.ws[0] = m.ws[0] + 1.0
+
+    out = []
+    for jit in (True, False):
+        m, ps, loss = build()
+        steps = []
+        for k in range(5):
+            if k == 2:
+                change(m)
+            gs = gradient(loss, ps, jit=jit)
+            steps.append(_arrays_of(gs, ps))
+            fluxjax.update_(fluxjax.Descent(0.1), ps, gs)
+        out.append(steps)
+    for a, b in zip(*out):
+        _same_grads(a, b)
+    assert sum(g is None for g in out[0][-1]) == {"layer-replaced": 2, "list-replaced": 2}.get(case, 0)
+
+
+@pytest.mark.parametrize("rule", [fluxjax.Descent(0.1), fluxjax.Adam(0.05)], ids=["descent", "adam"])
+def test_jit_step_over_params_naming_a_layer_the_loss_reads_only_through_them(rule):
+    """A `fluxjax.jit` step `gradient(() -> loss + penalty(ps), ps); update_(rule, ps, gs)` where `ps`
+    also names a layer the loss reaches only by iterating `ps`: its arrays are inputs of the program,
+    so every step sees the ones the last step wrote (not those of the first call, as constants)."""
+
+    def run(jit):
+        fluxjax.seed_(0)
+        m, extra = Dense(2, 1), Dense(2, 1, bias=jnp.array([0.5]))
+        ps = params(m, extra)
+        xv = jnp.ones((2, 3))
+
+        def step():
+            gs = gradient(lambda: jnp.sum(m(xv)) + sum(jnp.sum(p**2) for p in ps), ps)
+            fluxjax.update_(rule, ps, gs)
+
+        step = fluxjax.jit(step) if jit else step
+        with fluxjax.eager() if not jit else contextlib.nullcontext():
+            for _ in range(4):
+                step()
+        return [np.asarray(a) for a in (m.weight, m.bias, extra.weight, extra.bias)]
+
+    for a, b in zip(run(True), run(False)):
+        close(a, b, rtol=1e-5)

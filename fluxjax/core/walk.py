@@ -280,6 +280,8 @@ def walk(root: list, paths: bool = False, functions: bool = False, read_arrays: 
                 visit_static_or_walked(e)
         elif isinstance(v, OPAQUE_TYPES) or isinstance(v, IMMUTABLE_TYPES):
             sig.append(("static", static_key(v, w.watch)))
+        elif functions and getattr(t, "__fluxjax_slots__", None) is not None:
+            visit_places(v)
         elif functions and _plain_holding_layer(v):
             visit_plain(v)
         else:
@@ -335,6 +337,19 @@ def walk(root: list, paths: bool = False, functions: bool = False, read_arrays: 
         visit(slot.owner, slot.key, slot.attr, (), v, OTHER, False, not read_arrays)
         if names is not None:
             ps.pop()
+
+    def visit_places(obj):
+        """An object naming places where arrays live (`Params`: its parameters' slots). It is keyed as it
+        is, and the places are walked too: their arrays are inputs wherever the function reads them
+        (through this object alone, say), and the signature says which of the walk's places they are
+        (a layer reached before is a tie), so that a parameter whose layer the model no longer holds
+        gets a program of its own rather than the one where it was the model's."""
+        sig.append(("static", static_key(obj, w.watch)))
+        for slot in obj.__fluxjax_slots__():
+            if type(slot.owner) in LAYER_TYPES:
+                visit_layer(slot.owner)
+            else:  # an item of a list or dict, a global, a closure cell: that item only
+                visit(slot.owner, slot.key, slot.attr, (), slot.get_base(), OTHER, False)
 
     def visit_plain(obj):
         """A plain object (no `@layer`) that a function reads and that holds layers (a trainer's

@@ -60,6 +60,10 @@ class Params:
                               for e in self._entries)
         return self._key
 
+    def __fluxjax_slots__(self) -> list:
+        """Where the parameters live (`fluxjax.core.walk` walks those places for a compiled call)."""
+        return [s for e in self._entries for s in e.slots]
+
     def _find(self, x):
         for e in self._entries:
             if e.value() is x:
