@@ -298,6 +298,10 @@ class Plan:
             if k[0] not in (_SAME, _FN):
                 self.box[i] = None
 
+    def container_ids(self) -> set[int]:
+        """The ids of the lists and dicts whose items `matches` checks."""
+        return {id(c) for c, _, _ in self.containers}
+
     def rebuilt(self, ids: frozenset) -> None:
         """`rebuilt_in(self.containers, ids)`: tuples rebuilt outside the plan's calls."""
         rebuilt_in(self.containers, ids)

@@ -51,7 +51,7 @@ from ..compiled.call import jit as _fluxjax_jit
 from ..compiled.plan import Containers
 from ..core.layer import LAYER_TYPES, structure_version
 from ..core.region import current_region, run_in_region
-from ..core.walk import ARRAY_TYPES, walk
+from ..core.walk import walk
 from ..random import default_rng
 from ..zygote import api
 from ..zygote.implicit import Grads, Params
@@ -140,8 +140,8 @@ class _Link:
     """A model and the optimiser state that `update_` steps it with, and their walk (kept while the
     structure version is unchanged), with generated code reading and writing the slots a step writes."""
 
-    __slots__ = ("model", "opt_state", "version", "walk", "containers", "access", "misses", "dead", "pending",
-                 "read_grad", "__weakref__")
+    __slots__ = ("model", "opt_state", "version", "walk", "containers", "synced", "access", "last_access", "misses",
+                 "dead", "pending", "__weakref__")
 
     def __init__(self, model: Any, opt_state: Any):
         key, me = id(model), weakref.ref(self)
@@ -155,41 +155,43 @@ class _Link:
         self.version: tuple = ()  # the structure version and the roots' ids the walk is of
         self.walk = None
         self.containers: Containers | None = None  # the walk's lists and dicts: an item replaced voids it
+        self.synced: Any = None  # a fused program's `Plan` whose check covers `containers` (see current_walk)
         self.access: dict[tuple, tuple] = {}  # slots a step writes -> (their loader, their storer)
+        self.last_access: tuple = ((), ())  # (the last slots asked for, their accessors), by identity
         self.misses, self.dead = 0, False
-        self.read_grad: Callable[[Any], list | None] = _no_reader  # the last gradient's structure's `_leaf_reader`
 
-    def grad_leaves(self, g: Any, new: bool = False) -> list | None:
-        """What gradient `g` holds, to see whether it was edited in place between the calls: a `Grads`'
-        gradients (`gs[W] = ...`, `copy_`, `merge_` replace them), a `Tangent`'s leaves, read by the
-        reader of the last gradient's structure: None when `g`'s differs (an item added, a key
-        removed), unless `new` (a gradient the program just returned), when a reader is made for it."""
-        if isinstance(g, Grads):
-            return g.values()
-        leaves = self.read_grad(g)
-        if leaves is None and new:
-            self.read_grad = _leaf_reader(g)
-            leaves = self.read_grad(g)
-        return leaves
-
-    def current_walk(self, roots: list):
+    def current_walk(self, roots: list, plan: Any) -> None:
+        """Right after a fused call: walk `roots` again if their structure changed since the last walk
+        (the structure version, the roots, an item of a list or dict in them). `plan` is the program's
+        `Plan` the call ran with (None: it walked). A plan is only run after its check has found every
+        list and dict it snapshotted holding what they held (and a call that changes one of them in
+        its trace is never run through a plan again), so once a plan's containers are known to
+        include the walk's, with both snapshots taken of the same state, that plan being run again
+        says that they still hold, and `containers.holds()` is not called again."""
         v = (structure_version(), *map(id, roots))
+        if v == self.version and plan is not None and plan is self.synced:
+            return
         if v != self.version or not self.containers.holds():
             self.walk = walk(roots)
             self.containers = Containers(self.walk.containers)
-            self.access = {}
+            self.access, self.last_access = {}, ((), ())
             self.version = v
-        return self.walk
+        self.synced = None
+        if plan is not None and plan.version == v[0] and {id(c) for c in self.walk.containers} <= plan.container_ids():
+            self.synced = plan
 
     def accessors(self, targets: tuple) -> tuple:
         """(a loader of every slot in `targets`, a check that they hold what it loaded, a storer of one
         value per group of them, the ids of the walk's containers holding tuples that the storer rebuilds)."""
+        if targets is self.last_access[0]:  # (a builder returns the same tuple for the same result structure)
+            return self.last_access[1]
         got = self.access.get(targets)
         if got is None:  # (an IndexError, if the program's walk were not this one, voids the link)
             slots = [self.walk.slots[i] for where in targets for i in where]
             ids = {id(c) for c in self.walk.containers}
             rebuilt = frozenset(id(s.owner) for s in slots if s.attr is False and s.path and id(s.owner) in ids)
             got = self.access[targets] = (loader(slots), holding(slots), storer(self.walk.slots, targets), rebuilt)
+        self.last_access = (targets, got)
         return got
 
 
@@ -197,15 +199,18 @@ class _Pending:
     """A fused step's update, held until `update_` commits it: the arrays it read and those it writes.
     Each linked model holds its own, so two models stepped in turn (a GAN) both fuse."""
 
-    __slots__ = ("grad", "grad_leaves", "entries", "version", "holds", "store", "rebuilt", "plan", "inputs", "news")
+    __slots__ = ("grad", "grad_leaves", "same_grad", "entries", "version", "holds", "store", "rebuilt", "plan",
+                 "inputs", "news")
 
-    def __init__(self, link: _Link, model: Any, grad: Any, version: int, targets: tuple, news: list, plan: Any):
+    def __init__(self, link: _Link, model: Any, grad: Any, version: int, targets: tuple, news: list, plan: Any,
+                 grad_leaves: list, same_grad: Callable[[Any, list], bool]):
         """`news` is what the program held back, for the slots `targets`; the arrays those hold now are
         those the update read (a write of the gradient's own call to one of them, committed with the
         call, was seen by the update inside the program too). `plan` is the program's `Plan` for this
-        call, if any."""
+        call, if any. `grad_leaves` are the arrays in `grad`, and `same_grad(g, grad_leaves)` tells
+        whether `g` still holds them, in a gradient of the same structure."""
         self.grad, self.version, self.plan, self.news = grad, version, plan, news
-        self.grad_leaves = link.grad_leaves(grad, new=True)
+        self.grad_leaves, self.same_grad = grad_leaves, same_grad
         self.entries = list(model._entries) if isinstance(model, Params) else None
         load, self.holds, self.store, self.rebuilt = link.accessors(targets)
         self.inputs = load()
@@ -223,66 +228,75 @@ class _Pending:
         """Whether `update_(opt_state, model, grads)` is this step exactly (see the module docstring)."""
         return (grads is self.grad and link.model() is model and link.opt_state() is opt_state
                 and structure_version() == self.version
-                and _same_leaves(link.grad_leaves(grads) or (), self.grad_leaves)
+                and self.same_grad(grads, self.grad_leaves)  # not edited in place (an item replaced or added)
                 and (self.entries is None or _same_leaves(model._entries, self.entries))
                 and link.containers.holds() and self.holds(self.inputs))  # the slots reach the same places
 
 
-def _no_reader(g: Any) -> None:
-    return None
+def _same_grads(g: Grads, leaves: list) -> bool:
+    """Whether the `Grads` `g` holds the gradients `leaves` (`gs[W] = ...`, `copy_`, `merge_` replace them)."""
+    return _same_leaves(g.values(), leaves)
 
 
-def _leaf_reader(g: Any) -> Callable[[Any], list | None]:
-    """A function returning the leaves of a gradient of `g`'s structure (`Tangent`s, tuples, lists, dicts
-    and `None` around arrays), or None for one of another structure: straight-line code, where
-    `tree_leaves` calls back into Python at every `Tangent`. Another kind of node is read by
-    `tree_leaves`, under the same check of its tree structure."""
-    src = Source(_Tangent=Tangent, _leaves=jax.tree_util.tree_flatten)
+def _gradient_check(template: Any) -> tuple[Callable[[Any, list], bool], list[int]]:
+    """For the gradient in a fused result, given as `template` (the gradient with each array replaced by
+    its position among the result's leaves): a function `same(g, leaves)` telling whether `g` is a
+    gradient of this structure (`Tangent`s, tuples, lists, dicts and `None` around arrays) holding the
+    very arrays `leaves`, in straight-line code, and the positions of those arrays, in that order.
+    Another kind of node is read by `tree_flatten`, under the same check of its tree structure."""
+    src = Source(_Tangent=Tangent, _flatten=jax.tree_util.tree_flatten)
     lines: list[str] = []
     leaves: list[str] = []
+    at: list[int] = []
 
     def visit(e: str, v: Any) -> None:
         t = type(v)
-        if v is None:
-            lines.append(f"    if {e} is not None:\n        return None")
-            return
-        if t is Tangent or t is list or t is dict or t is tuple or (isinstance(v, tuple) and hasattr(t, "_fields")):
+        if t is int:  # an array: the result's leaf `v`
+            leaves.append(e)
+            at.append(v)
+        elif v is None:
+            lines.append(f"    if {e} is not None:\n        return False")
+        elif t is Tangent or t is list or t is dict or t is tuple or (isinstance(v, tuple) and hasattr(t, "_fields")):
             n = f"n{len(lines)}"
             lines.append(f"    {n} = {e}")
             if t is Tangent:
                 lines.append(f"    if not (type({n}) is _Tangent and {n}.primal_type is {src.name(v.primal_type)} "
-                             f"and tuple({n}.fields) == {src.name(tuple(v.fields))}):\n        return None")
+                             f"and tuple({n}.fields) == {src.name(tuple(v.fields))}):\n        return False")
                 items = [(f"{n}.fields[{src.literal(k)}]", x) for k, x in v.fields.items()]
             elif t is dict:
-                lines.append(f"    if not (type({n}) is dict and tuple({n}) == {src.name(tuple(v))}):\n        return None")
-                items = [(f"{n}[{src.literal(k)}]", v[k]) for k in sorted(v)]  # (`tree_leaves` sorts the keys)
+                lines.append(f"    if not (type({n}) is dict and tuple({n}) == {src.name(tuple(v))}):\n        return False")
+                items = [(f"{n}[{src.literal(k)}]", x) for k, x in v.items()]
             else:
-                lines.append(f"    if not (type({n}) is {src.name(t)} and len({n}) == {len(v)}):\n        return None")
+                lines.append(f"    if not (type({n}) is {src.name(t)} and len({n}) == {len(v)}):\n        return False")
                 items = [(f"{n}[{i}]", x) for i, x in enumerate(v)]
             for ex, x in items:
                 visit(ex, x)
-        elif isinstance(v, ARRAY_TYPES):
-            leaves.append(e)
-        else:  # another pytree node (or a leaf of another kind): through `tree_flatten`
+        else:  # another pytree node: through `tree_flatten`
             n = f"n{len(lines)}"
-            lines.append(f"    {n}, d = _leaves({e})\n    if d != {src.name(jax.tree_util.tree_structure(v))}:\n"
-                         f"        return None")
-            leaves.append(f"*{n}")
+            lines.append(f"    {n}, d = _flatten({e})\n    if d != {src.name(jax.tree_util.tree_structure(v))}:\n"
+                         f"        return False")
+            for j, x in enumerate(jax.tree_util.tree_leaves(v)):
+                leaves.append(f"{n}[{j}]")
+                at.append(x)
 
-    visit("g", g)
-    return src.compile("def read(g):\n" + "\n".join(lines) + f"\n    return [{', '.join(leaves)}]\n", "read")
+    visit("g", template)
+    same = " and ".join(f"{e} is S[{i}]" for i, e in enumerate(leaves)) or "True"
+    return src.compile("def same(g, S):\n" + "\n".join([*lines, f"    return {same}"]) + "\n", "same"), at
 
 
-_built: dict[str, tuple] = {}  # entry point -> (the structure of its program's last result, its `_builder`)
+_built: dict[str, tuple] = {}  # entry point -> (its program's last result structure, `_builder` of it)
 
 
-def _builder(shape: Any) -> Callable[[list], tuple]:
-    """For a fused program's result structure `shape` (`(result, {slot indices: new array})`): a
-    function of its leaves returning `(result, the slot indices, [new arrays])`. The result is built by
-    straight-line code where it holds tuples, lists, dicts, `Tangent`s and `None` (`unflatten` calls back
-    into Python for every `Tangent`); by `shape.unflatten` where it holds anything else."""
+def _builder(shape: Any, name: str) -> tuple[Callable[[list], tuple], Callable[[Any, list], bool] | None]:
+    """For the result structure `shape` of the fused program of the entry point `name` (`(result, {slot
+    indices: new array})`): a function of its leaves returning `(result, the slot indices, [new arrays],
+    [the arrays of the gradient update_ is handed])`, and the gradient's `same` check (`_gradient_check`;
+    None for the implicit form, whose `Grads` is made afterwards). The result is built by straight-line
+    code where it holds tuples, lists, dicts, `Tangent`s and `None` (`unflatten` calls back into Python
+    for every `Tangent`); by `shape.unflatten` where it holds anything else."""
     n = shape.num_leaves
     result, held = shape.unflatten(list(range(n)))  # each leaf replaced by its position
+    same, at = (None, None) if name.startswith("implicit") else _gradient_check(_grad_of(name, result))
     src = Source(_tangent=make_tangent)
 
     def expr(v: Any) -> str | None:
@@ -314,14 +328,13 @@ def _builder(shape: Any) -> Callable[[list], tuple]:
 
     targets = tuple(held)
     news = "[" + ", ".join(f"L[{held[k]}]" for k in targets) + "]"
+    grads = "None" if at is None else "[" + ", ".join(f"L[{i}]" for i in at) + "]"
     body = expr(result)
-    if body is None:
-        def build(leaves: list) -> tuple:
-            out, new = shape.unflatten(leaves)
-            return out, targets, list(new.values())
-        return build
     src.env["_targets"] = targets
-    return src.compile(f"def build(L):\n    return {body}, _targets, {news}\n", "build")
+    if body is None:
+        src.env["_unflatten"] = shape.unflatten
+        body = "_unflatten(L)[0]"
+    return src.compile(f"def build(L):\n    return {body}, _targets, {news}, {grads}\n", "build"), same
 
 
 def _ref(obj: Any, gone: Callable[[Any], None] | None = None) -> Callable[[], Any]:
@@ -371,26 +384,26 @@ def _run_fused(name: str, f: Callable, model: Any, opt_state: Any, link: _Link) 
     implicit = name.startswith("implicit")
     held = _implicit_holder(opt_state, model) if implicit else opt_state
     roots = [*model._sources, held] if implicit else [model, held]
-    link.current_walk(roots)
     keys = list(model) if implicit else None
-    version = structure_version()
     program = _PROGRAMS[name]
     try:
         leaves, shape = program.call_flat(f, model, held)
     except Exception:  # anything the fused trace cannot do; the usual call then runs (and raises the user's errors)
         link.dead = True
         return NOT_FUSED
-    build = _built.get(name)
-    if build is None or build[0] is not shape:
-        build = _built[name] = (shape, _builder(shape))
-    out, targets, news = build[1](leaves)
+    built = _built.get(name)
+    if built is None or built[0] is not shape:
+        built = _built[name] = (shape, *_builder(shape, name))
+    out, targets, news, grad_leaves = built[1](leaves)
     if implicit:
         out = api.implicit_result(name, model, keys, out)
-    if structure_version() != version:  # a trace, or `f` set a field (a layer's first call): the update held
-        version = structure_version()    # back is of the structure as it is now, which the link walks again
-        link.current_walk(roots)
+    grad, same_grad = _grad_of(name, out), built[2]
+    if same_grad is None:  # a `Grads`
+        grad_leaves, same_grad = grad.values(), _same_grads
+    plan = program.last_plan
+    link.current_walk(roots, plan)  # the update held back is of the structure as it is after the call
     try:
-        link.pending = _Pending(link, model, _grad_of(name, out), version, targets, news, program.last_plan)
+        link.pending = _Pending(link, model, grad, link.version[0], targets, news, plan, grad_leaves, same_grad)
     except IndexError:  # the program's walk is not this one: never expected, but never committed
         link.pending, link.dead = None, True
         return out

@@ -226,6 +226,8 @@ def withgradient(f: Callable, *args, jit: bool = True) -> WithGradient:
     else:
         stats["eager"] += 1
         out = _withgradient(f, *args)
+    if type(out) is WithGradient and not isinstance(out.val, (dict, list, tuple)):
+        return out  # a loss alone: no `keep_order` dict to give back as a plain one
     return WithGradient(plain_order(out.val), out.grad)
 
 

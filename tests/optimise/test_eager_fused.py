@@ -543,10 +543,10 @@ def _swap(m, opt, spare):
 @pytest.mark.parametrize("change", [_replace_layer, _reset_state, _swap])
 @pytest.mark.parametrize("where", ["before", "between"])
 @pytest.mark.parametrize("mode", ["fused", "jit"])
-def test_list_items_replaced_between_steps(change, where, mode):
+def test_list_items_replaced_between_steps(change, where, mode, _fresh):
     """A layer, or a layer's optimiser state, replaced inside a list (no attribute is set, so the structure
     version does not move) is where the next step goes: the fused step and a `Flux.jit` step walk the
-    lists again, as the op-by-op loop reads them."""
+    lists again, as the op-by-op loop reads them, and the fused steps after the change are committed."""
 
     def run(fused):
         Flux.seed_(1)
@@ -563,13 +563,44 @@ def test_list_items_replaced_between_steps(change, where, mode):
         if fused and mode == "jit":
             step = Flux.jit(step, static_argnums=2)
         with contextlib.nullcontext() if fused else Flux.eager():
-            for k in range(5):
+            for k in range(7):
                 if where == "before" and k == 3:
                     change(m, opt, spare)
                 step(m, opt, k)
         return m, opt, spare
 
     _same(run(True), run(False))
+    if mode == "fused":  # linked by `setup`: every step fused; the one changed between the calls is not committed
+        assert _counts(_fresh) == {"fused": 7, "committed": 7 - (where == "between"), "missed": where == "between"}
+
+
+@pytest.mark.parametrize("where", ["before", "between"])
+def test_implicit_params_list_items_replaced_between_steps(where, _fresh):
+    """The implicit form over a layer list: a layer replaced in the list is where the next steps go,
+    fused and committed again, with its `Params` made again (as a Flux loop does after such a change)
+    or not (then the old `Params` names the old layer's arrays, whose gradient is `None`)."""
+
+    def run(fused):
+        Flux.seed_(1)
+        m = _Seq(Flux.Dense(3, 3, Flux.tanh), Flux.Dense(3, 3), Flux.Dense(3, 2))
+        spare = Flux.Dense(3, 3)
+        ps, rule = Flux.params(m), Flux.Adam(0.01)
+        with contextlib.nullcontext() if fused else Flux.eager():
+            for k in range(7):
+                if where == "before" and k == 3:
+                    m.ls[1] = spare
+                    ps = Flux.params(m)
+                gs = Flux.gradient(lambda: mse(m, X, Y), ps)  # noqa: B023
+                if where == "between" and k == 3:
+                    m.ls[1] = spare  # the gradient's `Params` still names the old layer's arrays
+                Flux.update_(rule, ps, gs)
+        return m, spare
+
+    _same(run(True), run(False))
+    # linked at the first `update_`; a new `Params` is linked again at its own first one; the step whose
+    # layer was replaced between the calls is not committed
+    want = {"fused": 5, "committed": 5, "missed": 0} if where == "before" else {"fused": 6, "committed": 5, "missed": 1}
+    assert _counts(_fresh) == want
 
 
 class _Noisy(Flux.optimise.AbstractRule):
@@ -647,7 +678,7 @@ def test_the_fused_result_builder_makes_what_unflatten_makes(result, n_news):
     types, keys in the same order, the very same arrays at the same places."""
     news = {(i, 10 + i): jnp.full((1,), float(i)) for i in range(n_news)}
     leaves, shape = jax.tree_util.tree_flatten((result, news))
-    out, targets, new = eagerstep._builder(shape)(leaves)
+    out, targets, new, _ = eagerstep._builder(shape, "implicit_gradient")[0](leaves)
     want, want_news = shape.unflatten(leaves)
 
     def same(a, b):
@@ -670,3 +701,35 @@ def test_the_fused_result_builder_makes_what_unflatten_makes(result, n_news):
 
     same(out, want)
     assert targets == tuple(want_news) and all(x is y for x, y in zip(new, want_news.values()))
+
+
+def _edit_first_mutable(v) -> bool:
+    """Replace, in place, the first array found in a list, dict or `Tangent` of `v` with a copy; whether
+    there was one."""
+    if isinstance(v, Tangent):
+        v = v.fields
+    if type(v) in (list, dict):
+        items = list(v.items()) if type(v) is dict else list(enumerate(v))
+        for k, x in items:
+            if isinstance(x, jax.Array):
+                v[k] = x + 0
+                return True
+    children = v.fields.values() if isinstance(v, Tangent) else v.values() if isinstance(v, dict) else (
+        v if isinstance(v, (list, tuple)) else ())
+    return any(_edit_first_mutable(c) for c in children)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_structures())
+def test_the_generated_gradient_check_finds_every_array_and_every_edit(g):
+    """`_gradient_check` of a gradient's structure reads each of its arrays exactly once, finds the
+    gradient holding them, and finds it no longer does once an array in it is replaced in place. (`g` as
+    the program returns it: unflattened, its dicts in sorted key order.)"""
+    leaves, shape = jax.tree_util.tree_flatten(g)
+    g = shape.unflatten(leaves)
+    same, at = eagerstep._gradient_check(shape.unflatten(list(range(len(leaves)))))
+    assert sorted(at) == list(range(len(leaves)))
+    held = [leaves[i] for i in at]
+    assert same(g, held)
+    if _edit_first_mutable(g):
+        assert not same(g, held)
