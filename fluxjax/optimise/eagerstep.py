@@ -141,7 +141,7 @@ class _Link:
     structure version is unchanged), with generated code reading and writing the slots a step writes."""
 
     __slots__ = ("model", "opt_state", "version", "walk", "containers", "synced", "access", "last_access", "misses",
-                 "dead", "pending", "__weakref__")
+                 "dead", "pending", "params_reader", "__weakref__")
 
     def __init__(self, model: Any, opt_state: Any):
         key, me = id(model), weakref.ref(self)
@@ -159,6 +159,7 @@ class _Link:
         self.access: dict[tuple, tuple] = {}  # slots a step writes -> (their loader, their storer)
         self.last_access: tuple = ((), ())  # (the last slots asked for, their accessors), by identity
         self.misses, self.dead = 0, False
+        self.params_reader: tuple = ((), None)  # (a `Params`' key, a reader of its arrays: `list(ps)`)
 
     def current_walk(self, roots: list, plan: Any) -> None:
         """Right after a fused call: walk `roots` again if their structure changed since the last walk
@@ -180,6 +181,14 @@ class _Link:
         if plan is not None and plan.version == v[0] and {id(c) for c in self.walk.containers} <= plan.container_ids():
             self.synced = plan
 
+    def params_arrays(self, ps: Params) -> list:
+        """`list(ps)`, by code generated for where its parameters live, made again when its key changes
+        (`_can_compile` has seen that every parameter has a place)."""
+        key = ps.__fluxjax_key__()
+        if self.params_reader[0] is not key:
+            self.params_reader = (key, loader([e.slots[0] for e in ps._entries]))
+        return self.params_reader[1]()
+
     def accessors(self, targets: tuple) -> tuple:
         """(a loader of every slot in `targets`, a check that they hold what it loaded, a storer of one
         value per group of them, the ids of the walk's containers holding tuples that the storer rebuilds)."""
@@ -199,7 +208,7 @@ class _Pending:
     """A fused step's update, held until `update_` commits it: the arrays it read and those it writes.
     Each linked model holds its own, so two models stepped in turn (a GAN) both fuse."""
 
-    __slots__ = ("grad", "grad_leaves", "same_grad", "entries", "version", "holds", "store", "rebuilt", "plan",
+    __slots__ = ("grad", "grad_leaves", "same_grad", "params_key", "version", "holds", "store", "rebuilt", "plan",
                  "inputs", "news")
 
     def __init__(self, link: _Link, model: Any, grad: Any, version: int, targets: tuple, news: list, plan: Any,
@@ -211,7 +220,8 @@ class _Pending:
         whether `g` still holds them, in a gradient of the same structure."""
         self.grad, self.version, self.plan, self.news = grad, version, plan, news
         self.grad_leaves, self.same_grad = grad_leaves, same_grad
-        self.entries = list(model._entries) if isinstance(model, Params) else None
+        # a `Params`' key is kept, the same object, until a parameter or a place is added or removed
+        self.params_key = model.__fluxjax_key__() if isinstance(model, Params) else None
         load, self.holds, self.store, self.rebuilt = link.accessors(targets)
         self.inputs = load()
 
@@ -229,7 +239,7 @@ class _Pending:
         return (grads is self.grad and link.model() is model and link.opt_state() is opt_state
                 and structure_version() == self.version
                 and self.same_grad(grads, self.grad_leaves)  # not edited in place (an item replaced or added)
-                and (self.entries is None or _same_leaves(model._entries, self.entries))
+                and (self.params_key is None or model.__fluxjax_key__() is self.params_key)
                 and link.containers.holds() and self.holds(self.inputs))  # the slots reach the same places
 
 
@@ -384,7 +394,7 @@ def _run_fused(name: str, f: Callable, model: Any, opt_state: Any, link: _Link) 
     implicit = name.startswith("implicit")
     held = _implicit_holder(opt_state, model) if implicit else opt_state
     roots = [*model._sources, held] if implicit else [model, held]
-    keys = list(model) if implicit else None
+    keys = link.params_arrays(model) if implicit else None
     program = _PROGRAMS[name]
     try:
         leaves, shape = program.call_flat(f, model, held)
