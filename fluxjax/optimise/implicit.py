@@ -86,6 +86,29 @@ def _remembered(rule, ps: Params) -> list | None:
     return out if found else None
 
 
+def _kept_holder(rule, ps: Params) -> ImplicitState | None:
+    """The `ImplicitState` that `rule` keeps for exactly the parameters of `ps`, in its order (made for an
+    earlier `Params` of the same model: `params(m)` made at every step, inside a compiled step too), or
+    None. Taking it makes no new state."""
+    memory = getattr(rule, "__dict__", {}).get(IMPLICIT_MEMORY)
+    entries = ps._entries
+    if not memory or not entries:
+        return None
+    if is_whole_tree(rule):
+        hit = memory.get(tuple(_entry_key(e) for e in entries))
+        ok = hit is not None and all(a() is (e.slots[0].owner if e.slots else e.array) for a, e in zip(hit[0], entries))
+        return hit[1] if ok and hit[1].rule is rule and hit[1].n == len(entries) else None
+    holder = None
+    for i, e in enumerate(entries):
+        hit = memory.get(_entry_key(e))
+        x = e.value()
+        if (hit is None or hit[0]() is not (e.slots[0].owner if e.slots else e.array) or hit[2] != i
+                or hit[3] != (x.shape, x.dtype) or (holder is not None and hit[1] is not holder)):
+            return None
+        holder = hit[1]
+    return holder if holder.rule is rule and holder.n == len(entries) else None
+
+
 def _remember(rule, ps: Params, holder: ImplicitState) -> None:
     d = getattr(rule, "__dict__", None)
     if d is None:
@@ -105,17 +128,22 @@ def _implicit_holder(rule, ps: Params) -> ImplicitState:
     loops) goes on with the same momentum, as Flux's rules keep theirs in an `IdDict`."""
     holders = ps.__dict__.get("_opt_states", {})
     h = holders.get(id(rule))
-    if h is None or h.rule is not rule or h.n != len(ps):
-        if is_whole_tree(rule) and tracing_program() and _state_is_a_constant((), [e.value() for e in ps._entries]):
-            raise TypeError(_NOT_CARRIED.format(type(rule).__name__))
-        h = ImplicitState(rule, ps, _remembered(rule, ps))
-        # A new state is a change that a compiled program must not take as done: `fluxjax.jit` walks a
-        # rule's states (`Rule.held_layers`), so its cached walks are redone (`bump`), and a program
-        # that made the state while tracing is used for that call only (`note_write`).
-        note_write(ps, "_opt_states")
+    if h is not None and h.rule is rule and h.n == len(ps):
+        return h
+    h = _kept_holder(rule, ps)
+    if h is not None:  # an earlier `Params`' state, whole: no new state, nothing a compiled call must redo
         ps.__dict__["_opt_states"] = {**holders, id(rule): h}
-        _remember(rule, ps, h)
-        bump()
+        return h
+    if is_whole_tree(rule) and tracing_program() and _state_is_a_constant((), [e.value() for e in ps._entries]):
+        raise TypeError(_NOT_CARRIED.format(type(rule).__name__))
+    h = ImplicitState(rule, ps, _remembered(rule, ps))
+    # A new state is a change that a compiled program must not take as done: `fluxjax.jit` walks a
+    # rule's states (`Rule.held_layers`), so its cached walks are redone (`bump`), and a program
+    # that made the state while tracing is used for that call only (`note_write`).
+    note_write(ps, "_opt_states")
+    ps.__dict__["_opt_states"] = {**holders, id(rule): h}
+    _remember(rule, ps, h)
+    bump()
     return h
 
 

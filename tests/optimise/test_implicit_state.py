@@ -102,7 +102,9 @@ def test_jit_of_the_implicit_step_carries_the_state(eager_steps, fresh_params):
     """`Flux.jit` of the Flux 0.13 step (`pullback(ps)` then `update_(rule, ps, gs)`) goes on with the
     rule's state from call to call, as the loop without it does: the momentum made by the first traced
     call, or by eager steps before, is an input of the program, not a constant of it (it was: every
-    call stepped from the state the trace saw, so the third step went wrong)."""
+    call stepped from the state the trace saw, so the third step went wrong). A `Params` made anew in
+    each call finds the state the rule keeps for the same parameters, whole, and makes none: the
+    program is reused (it was compiled again at every call, as one whose trace made a state)."""
     m = _model()
     opt = Momentum(0.01, 0.9)
     ps = params(m)
@@ -114,8 +116,10 @@ def test_jit_of_the_implicit_step_carries_the_state(eager_steps, fresh_params):
         return loss
 
     jitted = Flux.jit(step)
-    for i in range(5):
+    for i in range(7):
         (step if i < eager_steps else jitted)()
-    w, b = _reference(5)
+    w, b = _reference(7)
     np.testing.assert_allclose(np.asarray(m.weight), w, rtol=1e-5)
     np.testing.assert_allclose(np.asarray(m.bias), b, rtol=1e-5)
+    # the first traced call makes the state when no eager step did: that program is used for it only
+    assert jitted.compilations == (2 if eager_steps == 0 else 1)
