@@ -54,11 +54,30 @@ def _entry_key(e) -> tuple:
 def _anchor(e) -> Any:
     """The object that `_entry_key` names by id, kept (weakly when it can be) so that a key whose object
     is gone, and whose id is reused, is not mistaken for it."""
-    owner = e.slots[0].owner if e.slots else e.array
+    owner = _owner(e)
     try:
         return weakref.ref(owner)
     except TypeError:  # lists, dicts, jax arrays: held
         return lambda: owner
+
+
+def _owner(e) -> Any:
+    """The object a parameter's `_entry_key` names by id."""
+    return e.slots[0].owner if e.slots else e.array
+
+
+def _hit(memory: dict, e) -> tuple | None:
+    """The rule's memory `(anchor, holder, index, (shape, dtype))` for the parameter `e`: for its very place,
+    holding an array of its shape and type; else None."""
+    hit = memory.get(_entry_key(e))
+    x = e.value()
+    return hit if hit is not None and hit[0]() is _owner(e) and hit[3] == (x.shape, x.dtype) else None
+
+
+def _whole_hit(memory: dict, entries: list) -> tuple | None:
+    """A whole-tree rule's memory `([anchors], holder)` for exactly these parameters, else None."""
+    hit = memory.get(tuple(_entry_key(e) for e in entries))
+    return hit if hit is not None and all(a() is _owner(e) for a, e in zip(hit[0], entries)) else None
 
 
 def _remembered(rule, ps: Params) -> list | None:
@@ -67,23 +86,13 @@ def _remembered(rule, ps: Params) -> list | None:
     memory = getattr(rule, "__dict__", {}).get(IMPLICIT_MEMORY)
     if not memory:
         return None
-    entries = ps._entries
     if is_whole_tree(rule):
-        hit = memory.get(tuple(_entry_key(e) for e in entries))
-        if hit is None or any(a() is not (e.slots[0].owner if e.slots else e.array) for a, e in zip(hit[0], entries)):
-            return None
-        holder = hit[1]
-        return [(holder.states[0], holder.statedef)]
-    out, found = [], False
-    for e in entries:
-        hit = memory.get(_entry_key(e))
-        x = e.value()
-        if hit is not None and hit[0]() is (e.slots[0].owner if e.slots else e.array) and hit[3] == (x.shape, x.dtype):
-            out.append(hit[1].states[hit[2]])
-            found = True
-        else:
-            out.append(None)
-    return out if found else None
+        hit = _whole_hit(memory, ps._entries)
+        return None if hit is None else [(hit[1].states[0], hit[1].statedef)]
+    hits = [_hit(memory, e) for e in ps._entries]
+    if all(h is None for h in hits):
+        return None
+    return [None if h is None else h[1].states[h[2]] for h in hits]
 
 
 def _kept_holder(rule, ps: Params) -> ImplicitState | None:
@@ -95,18 +104,14 @@ def _kept_holder(rule, ps: Params) -> ImplicitState | None:
     if not memory or not entries:
         return None
     if is_whole_tree(rule):
-        hit = memory.get(tuple(_entry_key(e) for e in entries))
-        ok = hit is not None and all(a() is (e.slots[0].owner if e.slots else e.array) for a, e in zip(hit[0], entries))
-        return hit[1] if ok and hit[1].rule is rule and hit[1].n == len(entries) else None
-    holder = None
-    for i, e in enumerate(entries):
-        hit = memory.get(_entry_key(e))
-        x = e.value()
-        if (hit is None or hit[0]() is not (e.slots[0].owner if e.slots else e.array) or hit[2] != i
-                or hit[3] != (x.shape, x.dtype) or (holder is not None and hit[1] is not holder)):
+        hit = _whole_hit(memory, entries)
+        holder = None if hit is None else hit[1]
+    else:
+        hits = [_hit(memory, e) for e in entries]
+        holder = hits[0][1] if hits[0] is not None else None
+        if any(h is None or h[1] is not holder or h[2] != i for i, h in enumerate(hits)):
             return None
-        holder = hit[1]
-    return holder if holder.rule is rule and holder.n == len(entries) else None
+    return holder if holder is not None and holder.rule is rule and holder.n == len(entries) else None
 
 
 def _remember(rule, ps: Params, holder: ImplicitState) -> None:
