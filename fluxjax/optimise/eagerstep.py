@@ -394,9 +394,9 @@ def _run_fused(name: str, f: Callable, model: Any, opt_state: Any, link: _Link) 
     implicit = name.startswith("implicit")
     held = _implicit_holder(opt_state, model) if implicit else opt_state
     roots = [*model._sources, held] if implicit else [model, held]
-    keys = link.params_arrays(model) if implicit else None
     program = _PROGRAMS[name]
     try:
+        keys = link.params_arrays(model) if implicit else None
         leaves, shape = program.call_flat(f, model, held)
     except Exception:  # anything the fused trace cannot do; the usual call then runs (and raises the user's errors)
         link.dead = True
