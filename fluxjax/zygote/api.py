@@ -226,9 +226,10 @@ def withgradient(f: Callable, *args, jit: bool = True) -> WithGradient:
     else:
         stats["eager"] += 1
         out = _withgradient(f, *args)
-    if type(out) is WithGradient and not isinstance(out.val, (dict, list, tuple)):
-        return out  # a loss alone: no `keep_order` dict to give back as a plain one
-    return WithGradient(plain_order(out.val), out.grad)
+    val = plain_order(out.val)
+    if val is out.val and type(out) is WithGradient:
+        return out  # nothing to give back as a plain dict (a loss alone): the result as it is
+    return WithGradient(val, out.grad)
 
 
 def _implicit_withgradient(f: Callable, ps: Params) -> Any:
