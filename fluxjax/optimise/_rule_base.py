@@ -93,6 +93,7 @@ def _compute_dtype(dtype: Any) -> Any:
 
 def _eps(eps: jax.Array, dtype: Any) -> jax.Array:
     """Optimisers.jl's ``_eps``: ``T(ϵ)``, but at least ``Float16(1e-7)`` for Float16 unless ϵ == 0."""
+    eps = jnp.asarray(eps)  # (a number, when set in the state's dict by hand)
     if jnp.dtype(dtype) != jnp.float16:
         return eps.astype(dtype)
     e = eps.astype(dtype)
@@ -126,9 +127,10 @@ def _constant(name: Any, v: Any, dtype: Any) -> jax.Array:
 
 
 def _cast(v: Any, dtype: Any) -> Any:
+    """A hyperparameter in the compute dtype: an array, or a number set in the state's dict by hand."""
     if isinstance(v, tuple):
         return tuple(_cast(u, dtype) for u in v)
-    return v.astype(dtype)
+    return jnp.asarray(v, dtype)
 
 
 def _rebuild(cls: type, hp: dict) -> Rule:

@@ -190,16 +190,22 @@ class _Link:
         return self.params_reader[1]()
 
     def accessors(self, targets: tuple) -> tuple:
-        """(a loader of every slot in `targets`, a check that they hold what it loaded, a storer of one
-        value per group of them, the ids of the walk's containers holding tuples that the storer rebuilds)."""
+        """(a loader of the arrays the step reads, a check that their slots hold what it loaded, a storer
+        of one value per group of `targets`, the ids of the walk's containers holding tuples that the
+        storer rebuilds). The step reads the slots `targets` and, of the others, those in lists and
+        dicts (a rule's hyperparameters): an item of a list or dict can be replaced by another array
+        without the structure version changing, and the containers' check takes any array for an array."""
         if targets is self.last_access[0]:  # (a builder returns the same tuple for the same result structure)
             return self.last_access[1]
         got = self.access.get(targets)
         if got is None:  # (an IndexError, if the program's walk were not this one, voids the link)
             slots = [self.walk.slots[i] for where in targets for i in where]
             ids = {id(c) for c in self.walk.containers}
+            written = {i for where in targets for i in where}
+            read = slots + [s for i, s in enumerate(self.walk.slots)
+                            if i not in written and s.attr is False and id(s.owner) in ids]
             rebuilt = frozenset(id(s.owner) for s in slots if s.attr is False and s.path and id(s.owner) in ids)
-            got = self.access[targets] = (loader(slots), holding(slots), storer(self.walk.slots, targets), rebuilt)
+            got = self.access[targets] = (loader(read), holding(read), storer(self.walk.slots, targets), rebuilt)
         self.last_access = (targets, got)
         return got
 

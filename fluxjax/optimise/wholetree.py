@@ -27,6 +27,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from ..core.layer import layer
@@ -99,6 +100,55 @@ class _Layout:
         return f"<{self.n} arrays>"
 
 
+class _StateDict(dict):
+    """A dict in `TreeState.state`: setting an item sets it in the `TreeState` too (`set_in_state`).
+    It flattens as a dict and unflattens as a plain one. Removing items raises: optax's states have
+    fixed keys."""
+
+    __slots__ = ("_owner", "_path")
+
+    def __init__(self, items: dict, owner: Any, path: tuple):
+        super().__init__(items)
+        self._owner, self._path = owner, path
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._owner.set_in_state(self._path, key, value)
+        super().__setitem__(key, value)
+
+    def update(self, *args: Any, **kw: Any) -> None:
+        for k, v in dict(*args, **kw).items():
+            self[k] = v
+
+    def __ior__(self, other: Any) -> _StateDict:
+        self.update(other)
+        return self
+
+    def _fixed(self, *_: Any, **__: Any) -> Any:
+        raise TypeError("opt_state.state: the optax state's dicts have fixed keys; set items, or assign "
+                        "opt_state.state = new_state")
+
+    __delitem__ = pop = popitem = clear = setdefault = _fixed
+
+
+jax.tree_util.register_pytree_with_keys(
+    _StateDict,
+    lambda d: ([(jax.tree_util.DictKey(k), d[k]) for k in sorted(d)], tuple(sorted(d))),
+    lambda keys, values: dict(zip(keys, values)),
+    lambda d: ([d[k] for k in sorted(d)], tuple(sorted(d))),
+)
+
+
+def _live(v: Any, owner: TreeState, path: tuple) -> Any:
+    """`v` (optax's state, or part of it at `path`) with its dicts as `_StateDict`s of `owner`."""
+    t = type(v)
+    if t is dict:
+        return _StateDict({k: _live(e, owner, (*path, k)) for k, e in v.items()}, owner, path)
+    if t is tuple or (isinstance(v, tuple) and hasattr(t, "_fields")):
+        items = [_live(e, owner, (*path, i)) for i, e in enumerate(v)]
+        return t(items) if t is tuple else t(*items)
+    return v
+
+
 @layer(trainable=())
 class TreeState:
     """The optimiser state of a whole-tree optax transformation (see the module docstring): `rule`,
@@ -116,13 +166,39 @@ class TreeState:
 
     @property
     def state(self) -> Any:
-        """optax's state, for the view."""
-        return self.statedef.unflatten(self.leaves)
+        """optax's state, for the view. Its dicts write through: setting an item of one sets it in the
+        optimiser state too, as optax's `opt_state.hyperparams["learning_rate"] = 0.01` does for an
+        `optax.inject_hyperparams` state (a number is stored as an array of the old item's dtype)."""
+        return _live(self.optax_state(), self, ())
 
     @state.setter
     def state(self, value: Any) -> None:
-        leaves, self.statedef = jax.tree_util.tree_flatten(value)
+        leaves, treedef = jax.tree_util.tree_flatten(value)
+        # a view's dicts unflatten as plain dicts: the stored structure is optax's own
+        self.statedef = jax.tree_util.tree_structure(treedef.unflatten(leaves))
         self.leaves = tuple(leaves)
+
+    def optax_state(self) -> Any:
+        """optax's state, as its own containers (no view)."""
+        return self.statedef.unflatten(self.leaves)
+
+    def set_in_state(self, path: tuple, key: Any, value: Any) -> None:
+        """`state[path...][key] = value`, on the state as it is now (a view may be older than a step)."""
+        state = self.optax_state()
+        d = state
+        try:
+            for p in path:
+                d = d[p]
+            old = d[key]
+        except (KeyError, IndexError, TypeError):
+            raise KeyError(
+                f"TreeState: the optimiser state has no item {key!r} at {path!r} (any more); set an existing "
+                "hyperparameter, or take opt_state.state again after the state was made anew"
+            ) from None
+        if isinstance(old, jax.Array) and old.ndim == 0 and np.ndim(value) == 0:
+            value = jnp.asarray(value, old.dtype)  # as optax's `inject_hyperparams` casts it at each step
+        d[key] = value
+        self.state = state
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_") or "layout" not in self.__dict__:
@@ -131,7 +207,7 @@ class TreeState:
         try:
             return getattr(mirror, name) if not isinstance(mirror, dict) else mirror[name]
         except (AttributeError, KeyError):
-            raise AttributeError(f"TreeState has no field {name!r}") from None
+            raise AttributeError(f"TreeState has no field {name!r} (the optax state is opt_state.state)") from None
 
     def __getitem__(self, k: Any) -> Any:
         return self.layout.mirror[k]
@@ -199,7 +275,7 @@ def tree_update(ts: TreeState, entries: list, step: Any = step_view) -> tuple[An
             f"update_: the model does not have the {len(missing)} trainable array(s) that setup() saw "
             f"(first: view position {missing[0]}); was opt_state set up for another model?"
         )
-    res = step(ts.rule, ts.state, ts.layout.treedef, xs, gs)
+    res = step(ts.rule, ts.optax_state(), ts.layout.treedef, xs, gs)
     if res is None:
         return None
     new_state, new_xs = res
@@ -222,10 +298,11 @@ def adjust_tree(ts: TreeState, eta: Any, kw: dict, fn: str = "adjust_") -> None:
     rule = ts.rule
     if isinstance(rule, Rule):
         args = () if eta is None else (eta,)
-        ts.state = rule.adjust_state(ts.state, *args, **kw)
+        ts.state = rule.adjust_state(ts.optax_state(), *args, **kw)
         ts.rule = rule.adjust(*args, **kw)
         return
-    hp = getattr(ts.state, "hyperparams", None)
+    state = ts.optax_state()
+    hp = getattr(state, "hyperparams", None)
     if not isinstance(hp, dict):
         raise _no_hyper(rule, fn)
     want = dict(kw)
@@ -237,7 +314,7 @@ def adjust_tree(ts: TreeState, eta: Any, kw: dict, fn: str = "adjust_") -> None:
     new = dict(hp)
     for k, v in want.items():
         new[k] = jnp.asarray(v, jnp.result_type(hp[k]))
-    ts.state = ts.state._replace(hyperparams=new)
+    ts.state = state._replace(hyperparams=new)
 
 
 def check_no_parts(tree: Any, fn: str) -> None:

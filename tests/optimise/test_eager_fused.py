@@ -122,7 +122,16 @@ BETWEEN = {
     "freeze": lambda k, m, opt: Flux.freeze_(opt.layers[1]) if k == 2 else None,
     "a-gradient-without-update": lambda k, m, opt: Flux.withgradient(lambda m: mse(m, X, Y), m),
     "read-the-model": lambda k, m, opt: float(mse(m, X, Y)),
+    # an item of a rule's hyperparameter dict replaced in place: no structure change, and not a slot
+    # the step writes, but one it reads
+    "eta-in-place-array": lambda k, m, opt: _set_eta(opt, jnp.asarray(0.002 * (k + 1), jnp.float32)),
+    "eta-in-place-numpy": lambda k, m, opt: _set_eta(opt, np.float32(0.002 * (k + 1))),
+    "eta-in-place-float": lambda k, m, opt: _set_eta(opt, 0.002 * (k + 1)),
 }
+
+
+def _set_eta(opt, eta):
+    opt.layers[0].weight.state.hyper["eta"] = eta
 
 
 @pytest.mark.parametrize("name", sorted(BETWEEN))

@@ -5,6 +5,8 @@ and gradients, or against a NumPy reference, and compares; fluxjax's own Optimis
 per-array meaning (`ClipNorm` clips each array, as Optimisers.jl's `ClipNorm`).
 """
 
+import contextlib
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -251,6 +253,64 @@ def test_freeze_thaw_and_adjust():
         adjust_(setup(optax.adam(0.1), m), 0.01)
     with pytest.raises(TypeError, match="not \\['b1'\\]"):
         adjust_(st, b1=0.5)
+
+
+def _optax_with_schedule(ps, lrs):
+    """optax on the list `ps`, setting `hyperparams["learning_rate"]` in its state before each step."""
+    tx = optax.inject_hyperparams(optax.adam)(learning_rate=0.1)
+    st = tx.init(ps)
+    for lr, (x, y) in zip(lrs, BATCHES, strict=False):
+        st.hyperparams["learning_rate"] = lr
+        u, st = tx.update(jax.grad(plain_loss)(ps, x, y), st, ps)
+        ps = optax.apply_updates(ps, u)
+    return ps
+
+
+LRS = [0.1, 0.0, jnp.asarray(0.03), np.float32(0.2), 0.05]
+
+
+@pytest.mark.parametrize("how", ["update_", "withgradient-fused", "op-by-op", "jit"])
+def test_setting_a_hyperparameter_in_the_optax_state_is_seen(how):
+    """optax's way to change a learning rate, `opt_state.hyperparams["learning_rate"] = lr`, on the
+    optax state of a `TreeState` (`st.state`): it changes the state (it was a copy, and the step went
+    on with the old rate), between the gradient and `update_` too, in every way of stepping."""
+    want = _optax_with_schedule([jnp.asarray(a) for a in arrays(model())], LRS)
+    m = model()
+    st = setup(optax.inject_hyperparams(optax.adam)(learning_rate=0.1), m)
+    jstep = Flux.jit(lambda m, st, x, y: update_(st, m, Flux.gradient(lambda m: loss(m, x, y), m)[0]))
+    for lr, (x, y) in zip(LRS, BATCHES, strict=False):
+        if how == "jit":
+            st.state.hyperparams["learning_rate"] = lr
+            jstep(m, st, x, y)
+            continue
+        with Flux.eager() if how == "op-by-op" else contextlib.nullcontext():
+            _, (g,) = Flux.withgradient(lambda m: loss(m, x, y), m)  # noqa: B023
+            st.state.hyperparams["learning_rate"] = lr  # after the gradient: a fused step is not the step
+            update_(st, m, g)
+    assert_trees_close(arrays(m), want)
+    assert st.state.hyperparams["learning_rate"].dtype == jnp.float32  # the old item's dtype
+    assert float(st.state.hyperparams["learning_rate"]) == pytest.approx(0.05)
+
+
+def test_the_optax_state_view_refuses_what_it_cannot_do():
+    m = model()
+    st = setup(optax.inject_hyperparams(optax.adam)(learning_rate=0.1), m)
+    hp = st.state.hyperparams
+    with pytest.raises(TypeError, match="fixed keys"):
+        del hp["b1"]
+    with pytest.raises(TypeError, match="fixed keys"):
+        hp.pop("b1")
+    with pytest.raises(KeyError, match="no item 'lr'"):
+        hp["lr"] = 0.1
+    assert sorted(st.state.hyperparams) == ["b1", "b2", "eps", "eps_root", "learning_rate"]
+    hp.update(b1=0.5)  # through the write
+    assert float(st.state.hyperparams["b1"]) == 0.5
+    # the view is a pytree of optax's structure: passing it back stores optax's own containers
+    before = st.statedef
+    st.state = jax.tree_util.tree_map(lambda a: a, st.state)
+    assert st.statedef == before
+    with pytest.raises(AttributeError, match="opt_state.state"):
+        _ = st.hyperparams
 
 
 def test_adjust_a_fluxjax_chain_holding_optax():
