@@ -6,6 +6,7 @@ The walk (`walk.py`) puts these keys into the signature that `fluxjax.jit` cache
 
 from __future__ import annotations
 
+import collections.abc
 import functools
 import sys
 import types
@@ -37,6 +38,11 @@ _LIBRARIES = frozenset({"fluxjax", "jax", "jaxlib", "numpy", "optax", "flax", "o
 def _is_library_module(module: str | None) -> bool:
     top = (module or "").partition(".")[0]
     return top in _LIBRARIES or top in sys.stdlib_module_names
+
+
+def is_library_module(module: types.ModuleType) -> bool:
+    """Whether `module` is a library's (its attributes taken as fixed) rather than the user's."""
+    return _is_library_module(getattr(module, "__name__", None))
 
 
 def is_library(f: Any) -> bool:
@@ -126,7 +132,69 @@ def _static_key(v, mutable, depth):
     mutable[0] = True
     d = getattr(v, "__dict__", None)
     fields = None if d is None else tuple((k, _static_key(e, mutable, depth + 1)) for k, e in d.items())
+    slots = _slot_names(t)
+    if slots:  # fields without a `__dict__` (`__slots__`, `dataclass(slots=True)`)
+        fields = (fields, tuple((k, _static_key(getattr(v, k, EMPTY), mutable, depth + 1)) for k in slots))
+    elif d is None and isinstance(v, _SEQUENCES):  # a deque, bytearray, array.array: by its items
+        fields = tuple(_static_key(e, mutable, depth + 1) for e in v) if len(v) <= _MAX_ITEMS else None
     return (t, Same(v), fields)
+
+
+_SEQUENCES = (collections.abc.MutableSequence, collections.abc.MutableSet, collections.abc.MutableMapping)
+_MAX_ITEMS = 4096
+
+
+@functools.lru_cache(maxsize=1024)
+def _slot_names(t: type) -> tuple[str, ...]:
+    """The `__slots__` fields of instances of `t` (its own and its bases')."""
+    names: list[str] = []
+    for k in t.__mro__:
+        s = k.__dict__.get("__slots__", ())
+        names.extend([s] if isinstance(s, str) else s)
+    return tuple(n for n in dict.fromkeys(names) if n not in ("__dict__", "__weakref__"))
+
+
+MISSING = object()  # no such class attribute of the user's (see `class_attribute`)
+
+
+def class_attribute(cls: type, name: str) -> Any:
+    """`cls.__dict__[name]` of the first class in `cls`'s MRO defining `name`, or `MISSING` when none
+    does or that class is a library's (Python's `object` included): what `cls.name` is made from,
+    without running a descriptor."""
+    for k in cls.__mro__:
+        if name in k.__dict__:
+            return MISSING if is_library(k) else k.__dict__[name]
+    return MISSING
+
+
+class ClassReads:
+    """The attributes `names` of the user's class `cls` that a compiled program read through it (a
+    class constant, a method, a `staticmethod`): its `__fluxjax_key__` is what they are now, methods by
+    identity (the walk follows their code), so that a reuse check sees one set or rebound."""
+
+    __slots__ = ("cls", "names")
+
+    def __init__(self, cls: type, names: tuple[str, ...]):
+        self.cls, self.names = cls, names
+
+    def __fluxjax_key__(self) -> tuple:
+        return tuple(_attribute_key(class_attribute(self.cls, n)) for n in self.names)
+
+
+def _attribute_key(a: Any) -> Any:
+    if a is MISSING:
+        return a
+    if isinstance(a, (staticmethod, classmethod)):
+        a = a.__func__
+    if isinstance(a, property):
+        return (property, Same(a.fget))
+    t = type(a)
+    if t is types.FunctionType or (t.__module__ != "builtins" and is_library(t) and not isinstance(a, _DATA)):
+        return Same(a)  # a function is followed by the walk; a library's object (a `fluxjax.jit` method) is fixed
+    return static_key(a)
+
+
+_DATA = (np.ndarray, np.generic, jax.Array)
 
 
 def _function_key(f, mutable, depth):

@@ -20,7 +20,17 @@ import jax
 import numpy as np
 
 from ..random import DefaultRNG
-from .keys import EMPTY, IMMUTABLE_TYPES, code_names, is_library, static_key
+from .keys import (
+    EMPTY,
+    IMMUTABLE_TYPES,
+    MISSING,
+    ClassReads,
+    class_attribute,
+    code_names,
+    is_library,
+    is_library_module,
+    static_key,
+)
 from .layer import LAYER_TYPES, bump
 from .plain import _holds_layer, _plain_holding_layer, plain_with_parameters
 
@@ -222,6 +232,8 @@ def walk(root: list, paths: bool = False, functions: bool = False, read_arrays: 
     ps: list[str] = []  # path components, maintained only when paths=True
     fns: dict[int, int] = {}
     plains: dict[int, int] = {}  # plain objects walked (see visit_plain), for ties
+    reading: list[tuple[str, ...]] = []  # the names the code whose reads are being walked uses
+    attributes: set[tuple[int, str]] = set()  # (id(module or class), name) walked (see visit_module, visit_class)
 
     def visit(owner, key, attr, path, v, role, numbers=True, const=False):
         # const: reached through what a function reads, outside any layer; arrays there are constants
@@ -278,6 +290,12 @@ def walk(root: list, paths: bool = False, functions: bool = False, read_arrays: 
             sig.append((functools.partial, len(v.args), tuple(v.keywords)))
             for e in (v.func, *v.args, *v.keywords.values()):
                 visit_static_or_walked(e)
+        elif functions and t is types.ModuleType and reading and not is_library_module(v):
+            sig.append(("static", v))
+            visit_module(v, reading[-1])
+        elif functions and isinstance(v, type) and reading and not is_library(v):
+            sig.append(("static", v))
+            visit_class(v, reading[-1])
         elif isinstance(v, OPAQUE_TYPES) or isinstance(v, IMMUTABLE_TYPES):
             sig.append(("static", static_key(v, w.watch)))
         elif functions and getattr(t, "__fluxjax_slots__", None) is not None:
@@ -288,6 +306,8 @@ def walk(root: list, paths: bool = False, functions: bool = False, read_arrays: 
             sub, treedef = node_children(v)
             if treedef.num_nodes == 1 and treedef.num_leaves == 1 and sub and sub[0] is v:
                 sig.append(("static", static_key(v, w.watch)))  # an opaque non-pytree object: static
+                if functions and not is_library(t):  # what its methods read (a callable loss object)
+                    visit_class(t, (*(reading[-1] if reading else ()), "__call__"))
                 if not const and plain_with_parameters(v):
                     w.plain.append(v)
                 return
@@ -317,6 +337,7 @@ def walk(root: list, paths: bool = False, functions: bool = False, read_arrays: 
         fns[fid] = len(fns)
         code = f.__code__
         sig.append((code, static_key(f.__defaults__, w.watch), static_key(f.__kwdefaults__, w.watch)))
+        reading.append(code_names(code))
         for cell in f.__closure__ or ():
             try:
                 v = cell.cell_contents
@@ -325,10 +346,45 @@ def walk(root: list, paths: bool = False, functions: bool = False, read_arrays: 
                 continue
             visit_read(Slot(cell, "cell_contents", "cell"), v)
         g = f.__globals__
-        for name in code_names(code):
+        for name in reading[-1]:
             if name in g:
                 sig.append(name)
                 visit_read(Slot(g, name, False), g[name])
+        reading.pop()
+
+    def visit_module(mod, names):
+        """A user's module that code reads (`cfg.SCALE`, `utils.helper(x)`): its attributes among the
+        names the code uses are read as globals are (a slot each, watched)."""
+        d = mod.__dict__
+        for name in names:
+            if name in d and (id(mod), name) not in attributes:
+                attributes.add((id(mod), name))
+                sig.append(name)
+                visit_read(Slot(d, name, False), d[name])
+
+    def visit_class(cls, names):
+        """What code reads through a user's class, or an object of one (`Cfg.SCALE`, `self.helper(x)`,
+        `obj.method(x)`, a callable object's `__call__`): of its class attributes among `names`, the
+        functions (methods, `staticmethod`s, `classmethod`s, properties' getters) are walked, and the
+        names they use are looked up in turn; all of them are keyed as they are now (`ClassReads`)."""
+        todo, found = list(names), []
+        for name in todo:
+            if (id(cls), name) in attributes:
+                continue
+            attributes.add((id(cls), name))
+            a = class_attribute(cls, name)
+            if a is MISSING:
+                continue
+            found.append(name)
+            f = a.fget if isinstance(a, property) else a.__func__ if isinstance(a, (staticmethod, classmethod)) else a
+            if type(f) is types.FunctionType and not is_library(f):
+                visit_function(f)
+                todo.extend(code_names(f.__code__))
+        if found:
+            reads = ClassReads(cls, tuple(found))
+            key = (ClassReads, reads.__fluxjax_key__())
+            w.watch.append((reads, key))
+            sig.append(("class", cls, reads.names, key))
 
     def visit_read(slot, v):
         w.watched.append((slot, v))
@@ -362,6 +418,7 @@ def walk(root: list, paths: bool = False, functions: bool = False, read_arrays: 
         plains[oid] = len(plains)
         w.reusable = False
         sig.append(("plain", type(obj)))
+        visit_class(type(obj), (*(reading[-1] if reading else ()), "__call__"))
         for name, e in obj.__dict__.items():
             if not _holds_layer(e):
                 sig.append((name, static_key(e, w.watch)))
@@ -384,10 +441,8 @@ def walk(root: list, paths: bool = False, functions: bool = False, read_arrays: 
         sig.append(t)
         st = t.__fluxjax_state__
         tr = getattr(t, "__fluxjax_trainable__", None)
-        if functions:  # what a user-defined layer's code reads
-            call = getattr(t, "__call__", None)  # noqa: B004 - the function itself, not whether it is callable
-            if type(call) is types.FunctionType and not is_library(call):
-                visit_function(call)
+        if functions and not is_library(t):  # what a user-defined layer's code reads
+            visit_class(t, ("__call__",))
         for name, v in obj.__dict__.items():
             if not is_visited(v):
                 sig.append((name, static_key(v, w.watch)))

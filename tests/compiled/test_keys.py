@@ -2,9 +2,12 @@
 named-Chain order, in-place reordering, static fields kept alive, closure cells, globals, random draws,
 Flux's automatic train/test mode."""
 
+import array
+import collections
 import dataclasses
 import functools
 import gc
+import types
 
 import jax
 import jax.numpy as jnp
@@ -270,3 +273,121 @@ def test_an_optimiser_state_the_function_reads_moves_every_call(rule, reach):
         assert f.compilations <= 2
     finally:
         OPT_MODEL = OPT_STATE = None
+
+
+# --- what a loss reads through attributes: modules, classes, methods, objects without a __dict__ ---
+
+_CFG = types.ModuleType("user_cfg")  # stands for `import cfg` of the user's own module
+_CFG.SCALE = 1.0
+_CFG.W = jnp.ones(())
+exec("def scaled(v):\n    return SCALE * v\n", _CFG.__dict__)
+
+
+class _ClassCfg:
+    SCALE = 1.0
+
+    @staticmethod
+    def static_scaled(v):
+        return SCALE_G * v
+
+    @classmethod
+    def class_scaled(cls, v):
+        return cls.SCALE * v
+
+
+SCALE_G = 1.0  # a global read by methods reached through attributes
+
+
+class _Helper:
+    def compute(self, v):
+        return SCALE_G * v
+
+
+class _Loss:  # a callable object as the loss
+    def __call__(self, m):
+        return SCALE_G * jnp.sum(m(X))
+
+
+@dataclasses.dataclass(slots=True)
+class _Slotted:
+    scale: float = 1.0
+
+
+@Flux.layer
+class _WithHelper:
+    def __init__(self, d):
+        self.d = d
+
+    def scale(self, v):
+        return SCALE_G * v
+
+    @property
+    def gain(self):
+        return SCALE_G
+
+    def __call__(self, x):
+        return self.gain * self.scale(self.d(x))
+
+
+def _set_global(s):
+    global SCALE_G
+    SCALE_G = s
+
+
+_HELPER, _SLOTTED, _DEQUE, _BYTES = _Helper(), _Slotted(), collections.deque([1.0]), bytearray([1])
+_ARR = array.array("d", [1.0])
+_LAYER_HELPED = _WithHelper(Flux.Dense(3, 1))
+# name -> (loss of a Dense(3, 1) `m` whose gradient's bias is 2 * scale (or scale**2 for the layer), the
+# setter of scale)
+READS = {
+    "module attribute": (lambda m: _CFG.SCALE * jnp.sum(m(X)), lambda s: setattr(_CFG, "SCALE", s)),
+    "module array attribute": (lambda m: _CFG.W * jnp.sum(m(X)), lambda s: setattr(_CFG, "W", jnp.asarray(s))),
+    "module function reading its module": (lambda m: _CFG.scaled(jnp.sum(m(X))), lambda s: setattr(_CFG, "SCALE", s)),
+    "class attribute": (lambda m: _ClassCfg.SCALE * jnp.sum(m(X)), lambda s: setattr(_ClassCfg, "SCALE", s)),
+    "staticmethod through the class": (lambda m: _ClassCfg.static_scaled(jnp.sum(m(X))), _set_global),
+    "classmethod reading the class": (lambda m: _ClassCfg.class_scaled(jnp.sum(m(X))),
+                                      lambda s: setattr(_ClassCfg, "SCALE", s)),
+    "method of a plain object": (lambda m: _HELPER.compute(jnp.sum(m(X))), _set_global),
+    "callable object": (_Loss(), _set_global),
+    "dataclass with slots": (lambda m: _SLOTTED.scale * jnp.sum(m(X)), lambda s: setattr(_SLOTTED, "scale", s)),
+    "deque item": (lambda m: _DEQUE[0] * jnp.sum(m(X)), lambda s: _DEQUE.__setitem__(0, s)),
+    "bytearray item": (lambda m: _BYTES[0] * jnp.sum(m(X)), lambda s: _BYTES.__setitem__(0, int(abs(s)) + 1)),
+    "array.array item": (lambda m: _ARR[0] * jnp.sum(m(X)), lambda s: _ARR.__setitem__(0, s)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(READS))
+def test_what_a_loss_reads_through_attributes_is_read_afresh(name):
+    """A value the loss reads through a module, a class, a method reached by attribute, or an object
+    without a `__dict__`, changed between calls: the compiled gradient, `Flux.jit` and `train_` use the
+    new value, as the op-by-op call does (the first call's value was a constant of the program)."""
+    loss, set_scale = READS[name]
+    m = Flux.Dense(3, 1)
+    step = Flux.jit(lambda m, st: Flux.update_(st, m, Flux.gradient(loss, m)[0]))
+    try:
+        for s in (1.0, 2.0, -0.5, 2.0):
+            set_scale(s)
+            with Flux.eager():
+                want = Flux.gradient(loss, m)[0].bias
+            np.testing.assert_allclose(Flux.gradient(loss, m)[0].bias, want, rtol=1e-6)
+            st = Flux.setup(Flux.Descent(1.0), m)
+            b = m.bias
+            step(m, st)
+            np.testing.assert_allclose(m.bias, b - want, rtol=1e-6)
+    finally:
+        set_scale(1.0)
+
+
+def test_a_layer_method_and_property_reading_a_global():
+    m = _LAYER_HELPED
+    loss = lambda m: jnp.sum(m(X))  # noqa: E731
+    try:
+        for s in (1.0, 2.0, -0.5):
+            _set_global(s)
+            with Flux.eager():
+                want = Flux.gradient(loss, m)[0].d.bias
+            np.testing.assert_allclose(want, 2 * s * s, rtol=1e-6)
+            np.testing.assert_allclose(Flux.gradient(loss, m)[0].d.bias, want, rtol=1e-6)
+            np.testing.assert_allclose(_apply(m, X), m(X), rtol=1e-6)
+    finally:
+        _set_global(1.0)
