@@ -51,6 +51,7 @@ def _initial_bt(b1: float, b2: float, dtype: Any) -> jax.Array:
 class _AdamLike(Rule):
     _names = ("eta", "beta", "epsilon")
     _dynamic = ("eta", "beta", "epsilon")
+    _not_shaped = ("beta_t", "t")
     State = AdamState
 
     def _init_leaf(self, x: jax.Array) -> tuple:
@@ -75,7 +76,7 @@ class Adam(_AdamLike):
     def __new__(cls, eta: float = 0.001, beta: Pair = (0.9, 0.999), epsilon: float = 1e-8) -> Adam:
         return cls._create(eta=eta, beta=beta, epsilon=epsilon)
 
-    def _step_leaf(self, h: dict, shared: tuple, g: jax.Array, x: Any, mt: Any, vt: Any, bt: jax.Array) -> tuple:
+    def _step_leaf(self, h: dict, g: jax.Array, x: Any, mt: Any, vt: Any, bt: jax.Array) -> tuple:
         mt, vt = _moments(h, g, mt, vt)
         delta = mt / (1 - bt[0]) / (jnp.sqrt(vt / (1 - bt[1])) + h["epsilon"]) * h["eta"]
         return delta, mt, vt, _next_bt(h, bt)
@@ -116,7 +117,7 @@ class AdamW(_AdamLike):
         return cls._create(eta=eta, beta=beta, lambda_=lam, epsilon=epsilon, couple=bool(couple))
 
     def _step_leaf(
-        self, h: dict, shared: tuple, g: jax.Array, x: jax.Array, mt: Any, vt: Any, bt: jax.Array
+        self, h: dict, g: jax.Array, x: jax.Array, mt: Any, vt: Any, bt: jax.Array
     ) -> tuple:
         mt, vt = _moments(h, g, mt, vt)
         # AdamW uses T(ϵ), not Optimisers.jl's _eps (only differs for Float16).
@@ -131,7 +132,7 @@ class RAdamState(NamedTuple):
     mt: Any
     vt: Any
     beta_t: Any
-    t: jax.Array  # step number, starts at 1 (int32)
+    t: Any  # per array: the step number, starts at 1 (int32)
     hyper: dict
 
 
@@ -146,7 +147,7 @@ def _next_step(t: jax.Array) -> jax.Array:
 class RAdam(_AdamLike):
     """``RAdam(eta=0.001, beta=(0.9, 0.999), epsilon=1e-8)``: rectified Adam.
 
-    ``ρ∞ = 2/(1-β₂) - 1``, ``ρ = ρ∞ - 2t·βt₂/(1-βt₂)``. If ``ρ > 4``:
+    ``ρ∞ = 2/(1-β₂) - 1``, ``ρ = ρ∞ - 2t·βt₂/(1-βt₂)`` (``t`` the array's step, from 1). If ``ρ > 4``:
     ``r = √((ρ-4)(ρ-2)ρ∞ / ((ρ∞-4)(ρ∞-2)ρ))`` and ``Δ = m̂/(√v̂ + ϵ)·η·r``; else ``Δ = m̂·η``.
     Adjustable in state: ``eta``, ``beta``, ``epsilon``.
 
@@ -159,28 +160,25 @@ class RAdam(_AdamLike):
     """
 
     State = RAdamState
-    _n_shared = 1
 
     def __new__(cls, eta: float = 0.001, beta: Pair = (0.9, 0.999), epsilon: float = 1e-8) -> RAdam:
         return cls._create(eta=eta, beta=beta, epsilon=epsilon)
 
-    def _init_shared(self) -> tuple:
-        return (once(_first_step),)
+    def _init_leaf(self, x: jax.Array) -> tuple:
+        return (*super()._init_leaf(x), once(_first_step))
 
-    def _step_shared(self, hyper: dict, shared: tuple) -> tuple:
-        return (once(_next_step, shared[0]),)
-
-    def _step_leaf(self, h: dict, shared: tuple, g: jax.Array, x: Any, mt: Any, vt: Any, bt: jax.Array) -> tuple:
+    def _step_leaf(
+        self, h: dict, g: jax.Array, x: Any, mt: Any, vt: Any, bt: jax.Array, t: jax.Array
+    ) -> tuple:
         eta, b2, eps = h["eta"], h["beta"][1], h["epsilon"]
-        t = shared[0].astype(g.dtype)
         rho_inf = 2 / (1 - b2) - 1
         mt, vt = _moments(h, g, mt, vt)
-        rho = rho_inf - 2 * t * bt[1] / (1 - bt[1])
+        rho = rho_inf - 2 * t.astype(g.dtype) * bt[1] / (1 - bt[1])
         mhat = mt / (1 - bt[0])
         r = jnp.sqrt((rho - 4) * (rho - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho))
         rectified = mhat / (jnp.sqrt(vt / (1 - bt[1])) + eps) * eta * r
         delta = jnp.where(rho > 4, rectified, mhat * eta)
-        return delta, mt, vt, _next_bt(h, bt)
+        return delta, mt, vt, _next_bt(h, bt), once(_next_step, t)
 
 
 class AdaMaxState(NamedTuple):
@@ -209,7 +207,7 @@ class AdaMax(_AdamLike):
     def __new__(cls, eta: float = 0.001, beta: Pair = (0.9, 0.999), epsilon: float = 1e-8) -> AdaMax:
         return cls._create(eta=eta, beta=beta, epsilon=epsilon)
 
-    def _step_leaf(self, h: dict, shared: tuple, g: jax.Array, x: Any, mt: Any, ut: Any, bt: jax.Array) -> tuple:
+    def _step_leaf(self, h: dict, g: jax.Array, x: Any, mt: Any, ut: Any, bt: jax.Array) -> tuple:
         b1, b2 = h["beta"]
         mt = b1 * mt + (1 - b1) * g
         ut = jnp.maximum(b2 * ut, jnp.abs(g))
@@ -248,7 +246,7 @@ class OAdam(_AdamLike):
         return (*super()._init_leaf(x), jnp.zeros_like(x))
 
     def _step_leaf(
-        self, h: dict, shared: tuple, g: jax.Array, x: Any, mt: Any, vt: Any, bt: jax.Array, term: Any
+        self, h: dict, g: jax.Array, x: Any, mt: Any, vt: Any, bt: jax.Array, term: Any
     ) -> tuple:
         mt, vt = _moments(h, g, mt, vt)
         new = h["eta"] * mt / (1 - bt[0]) / (jnp.sqrt(vt / (1 - bt[1])) + h["epsilon"])
@@ -286,7 +284,7 @@ class AMSGrad(_AdamLike):
         e = self._hp["epsilon"]
         return jnp.full_like(x, e), jnp.full_like(x, e), jnp.full_like(x, e)
 
-    def _step_leaf(self, h: dict, shared: tuple, g: jax.Array, x: Any, mt: Any, vt: Any, vhat: Any) -> tuple:
+    def _step_leaf(self, h: dict, g: jax.Array, x: Any, mt: Any, vt: Any, vhat: Any) -> tuple:
         mt, vt = _moments(h, g, mt, vt)
         vhat = jnp.maximum(vhat, vt)
         return h["eta"] * mt / (jnp.sqrt(vhat) + h["epsilon"]), mt, vt, vhat
@@ -309,7 +307,7 @@ class NAdam(_AdamLike):
     def __new__(cls, eta: float = 0.001, beta: Pair = (0.9, 0.999), epsilon: float = 1e-8) -> NAdam:
         return cls._create(eta=eta, beta=beta, epsilon=epsilon)
 
-    def _step_leaf(self, h: dict, shared: tuple, g: jax.Array, x: Any, mt: Any, vt: Any, bt: jax.Array) -> tuple:
+    def _step_leaf(self, h: dict, g: jax.Array, x: Any, mt: Any, vt: Any, bt: jax.Array) -> tuple:
         b1, b2 = h["beta"]
         mt, vt = _moments(h, g, mt, vt)
         num = b1 * mt / (1 - b1 * bt[0]) + (1 - b1) * g / (1 - bt[0])
@@ -344,7 +342,7 @@ class AdaBelief(_AdamLike):
     def __new__(cls, eta: float = 0.001, beta: Pair = (0.9, 0.999), epsilon: float = 1e-16) -> AdaBelief:
         return cls._create(eta=eta, beta=beta, epsilon=epsilon)
 
-    def _step_leaf(self, h: dict, shared: tuple, g: jax.Array, x: Any, mt: Any, st: Any, bt: jax.Array) -> tuple:
+    def _step_leaf(self, h: dict, g: jax.Array, x: Any, mt: Any, st: Any, bt: jax.Array) -> tuple:
         b1, b2 = h["beta"]
         eps = h["epsilon"]
         mt = b1 * mt + (1 - b1) * g
@@ -386,7 +384,7 @@ class Lion(Rule):
     def _init_leaf(self, x: jax.Array) -> tuple:
         return (jnp.zeros_like(x),)
 
-    def _step_leaf(self, h: dict, shared: tuple, g: jax.Array, x: Any, mt: Any) -> tuple:
+    def _step_leaf(self, h: dict, g: jax.Array, x: Any, mt: Any) -> tuple:
         b1, b2 = h["beta"]
         mt = b2 * g + (1 - b2) * mt
         return h["eta"] * jnp.sign((b2 - b1) * g + b1 * mt), mt

@@ -51,7 +51,7 @@ class Descent(Rule):
     def __new__(cls, eta: float = 0.1) -> Descent:
         return cls._create(eta=eta)
 
-    def _step_leaf(self, h: dict, shared: tuple, g: jax.Array, x: Any) -> tuple:
+    def _step_leaf(self, h: dict, g: jax.Array, x: Any) -> tuple:
         return (g * h["eta"],)
 
 
@@ -83,7 +83,7 @@ class Momentum(Rule):
     def _init_leaf(self, x: jax.Array) -> tuple:
         return (jnp.zeros_like(x),)
 
-    def _step_leaf(self, h: dict, shared: tuple, g: jax.Array, x: Any, v: jax.Array) -> tuple:
+    def _step_leaf(self, h: dict, g: jax.Array, x: Any, v: jax.Array) -> tuple:
         v = h["rho"] * v + h["eta"] * g
         return v, v
 
@@ -111,7 +111,7 @@ class Nesterov(Rule):
     def _init_leaf(self, x: jax.Array) -> tuple:
         return (jnp.zeros_like(x),)
 
-    def _step_leaf(self, h: dict, shared: tuple, g: jax.Array, x: Any, v: jax.Array) -> tuple:
+    def _step_leaf(self, h: dict, g: jax.Array, x: Any, v: jax.Array) -> tuple:
         eta, rho = h["eta"], h["rho"]
         delta = -(rho**2) * v + (1 + rho) * eta * g
         return delta, rho * v - eta * g
@@ -162,10 +162,13 @@ class RMSProp(Rule):
             )
         return kw
 
+    def _kind(self) -> Any:
+        return (RMSProp, self._hp["centred"])
+
     def _init_leaf(self, x: jax.Array) -> tuple:
         return jnp.zeros_like(x), (jnp.zeros_like(x) if self._hp["centred"] else None)
 
-    def _step_leaf(self, h: dict, shared: tuple, g: jax.Array, x: Any, quad: Any, lin: Any) -> tuple:
+    def _step_leaf(self, h: dict, g: jax.Array, x: Any, quad: Any, lin: Any) -> tuple:
         rho, eps = h["rho"], h["epsilon"]
         quad = rho * quad + _mul_abs2(1 - rho, g)
         if lin is not None:
@@ -215,7 +218,7 @@ class Rprop(Rule):
     def _init_leaf(self, x: jax.Array) -> tuple:
         return jnp.zeros_like(x), jnp.full_like(x, self._hp["eta"])
 
-    def _step_leaf(self, h: dict, shared: tuple, g: jax.Array, x: Any, g0: Any, eta: Any) -> tuple:
+    def _step_leaf(self, h: dict, g: jax.Array, x: Any, g0: Any, eta: Any) -> tuple:
         (l1, l2), (G1, G2) = h["ell"], h["gamma"]
         prod = g0 * g
         shrunk = jnp.where(prod < 0, jnp.maximum(eta * l1, G1), eta)
@@ -253,7 +256,7 @@ class AdaGrad(Rule):
     def _init_leaf(self, x: jax.Array) -> tuple:
         return (jnp.full_like(x, self._hp["epsilon"]),)
 
-    def _step_leaf(self, h: dict, shared: tuple, g: jax.Array, x: Any, acc: jax.Array) -> tuple:
+    def _step_leaf(self, h: dict, g: jax.Array, x: Any, acc: jax.Array) -> tuple:
         acc = acc + _abs2(g)
         return g * h["eta"] / (jnp.sqrt(acc) + h["epsilon"]), acc
 
@@ -288,7 +291,7 @@ class AdaDelta(Rule):
     def _init_leaf(self, x: jax.Array) -> tuple:
         return jnp.zeros_like(x), jnp.zeros_like(x)
 
-    def _step_leaf(self, h: dict, shared: tuple, g: jax.Array, x: Any, acc: Any, dacc: Any) -> tuple:
+    def _step_leaf(self, h: dict, g: jax.Array, x: Any, acc: Any, dacc: Any) -> tuple:
         rho, eps = h["rho"], h["epsilon"]
         acc = rho * acc + _mul_abs2(1 - rho, g)
         delta = g * jnp.sqrt(dacc + eps) / jnp.sqrt(acc + eps)
@@ -326,7 +329,7 @@ class WeightDecay(Rule):
             kw["lambda_"] = kw.pop("gamma")
         return super()._normalise_kw(eta, kw)
 
-    def _step_leaf(self, h: dict, shared: tuple, g: jax.Array, x: jax.Array) -> tuple:
+    def _step_leaf(self, h: dict, g: jax.Array, x: jax.Array) -> tuple:
         return (g + h["lambda_"] * x,)
 
 
@@ -350,7 +353,7 @@ class SignDecay(Rule):
     def __new__(cls, lambda_: float | None = None, *, lambd: float | None = None, **kw: Any) -> SignDecay:
         return cls._create(lambda_=_pop_lambda("SignDecay", lambda_, lambd, kw, 1e-3))
 
-    def _step_leaf(self, h: dict, shared: tuple, g: jax.Array, x: jax.Array) -> tuple:
+    def _step_leaf(self, h: dict, g: jax.Array, x: jax.Array) -> tuple:
         return (g + h["lambda_"] * jnp.sign(x).astype(g.dtype),)
 
 
@@ -371,7 +374,7 @@ class ClipGrad(Rule):
     def __new__(cls, delta: float = 10.0) -> ClipGrad:
         return cls._create(delta=delta)
 
-    def _step_leaf(self, h: dict, shared: tuple, g: jax.Array, x: Any) -> tuple:
+    def _step_leaf(self, h: dict, g: jax.Array, x: Any) -> tuple:
         d = h["delta"]
         return (jnp.clip(g, -d, d),)
 
@@ -424,7 +427,7 @@ class ClipNorm(Rule):
     def __new__(cls, omega: float = 10.0, p: float = 2, *, throw: bool = True) -> ClipNorm:
         return cls._create(omega=omega, p=p, throw=bool(throw))
 
-    def _step_leaf(self, h: dict, shared: tuple, g: jax.Array, x: Any) -> tuple:
+    def _step_leaf(self, h: dict, g: jax.Array, x: Any) -> tuple:
         nrm = _norm(g, self._hp["p"])
         finite = jnp.isfinite(nrm)
         if self._hp["throw"] and concrete(nrm) and not bool(finite):

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import optax
 
 from ..core.sharing import once, select
-from ._rule_base import DeltaUpdate, PyTree, Rule, _is_none, _or, _zeros_where
+from ._rule_base import DeltaUpdate, PyTree, Rule, _is_none, _or, _zeros_where, check_fit, every
 
 __all__ = ["OptimiserChain", "AccumGrad", "MixedPrecision"]
 
@@ -71,6 +71,15 @@ class OptimiserChain(Rule):
         args = _adjust_args(eta, kw)
         return tuple(_adjusted_state(o, s, args, kw) for o, s in zip(self.opts, state, strict=True))
 
+    def _kind(self) -> Any:
+        return (OptimiserChain, tuple(o._kind() if isinstance(o, Rule) else type(o) for o in self.opts))
+
+    def _state_for(self, state: PyTree) -> PyTree:
+        return tuple(o._state_for(s) if isinstance(o, Rule) else s for o, s in zip(self.opts, state, strict=True))
+
+    def _keep(self, skip: PyTree, old: PyTree, new: PyTree) -> PyTree:
+        return tuple(_kept(o, skip, a, b) for o, a, b in zip(self.opts, old, new, strict=True))
+
     def _delta_init(self, params: PyTree) -> PyTree:
         return tuple(o._delta_init(params) if isinstance(o, Rule) else o.init(params) for o in self.opts)
 
@@ -89,13 +98,19 @@ class OptimiserChain(Rule):
                 if i == last:  # optax updates are added: back to Δ-convention, negated again at the end
                     d = jax.tree.map(jnp.negative, d)
             if skip is not None:  # an earlier AccumGrad is still accumulating: this rule is not run
-                s_new = select(skip, s, s_new)
+                s_new = _kept(o, skip, s, s_new)
             skip = _or(skip, sk)
             new_states.append(s_new)
             dx = d
         if skip is not None:
             dx = _zeros_where(skip, dx)
         return dx, tuple(new_states), skip
+
+
+def _kept(o: Any, skip: PyTree, old: PyTree, new: PyTree) -> PyTree:
+    """The state of ``o`` after a step in which it was not run for the arrays where ``skip`` is True;
+    a foreign optax transformation, which sees the whole tree, keeps its state when every array skips."""
+    return o._keep(skip, old, new) if isinstance(o, Rule) else select(every(skip), old, new)
 
 
 def _adjust_args(eta: Any, kw: dict) -> tuple:
@@ -126,8 +141,8 @@ def _adjust_foreign(state: PyTree, eta: Any) -> PyTree:
 
 
 class AccumGradState(NamedTuple):
-    acc: Any  # running mean of the gradients of this cycle
-    counter: jax.Array  # 1..n (int32), the step within the cycle
+    acc: Any  # per array: the running mean of the gradients of this cycle
+    counter: Any  # per array: 1..n (int32), the array's step within its cycle
     hyper: dict  # {"n": int32}
 
 
@@ -136,8 +151,9 @@ class AccumGrad(Rule):
 
     Use as ``OptimiserChain(AccumGrad(n), rule)``: for ``n-1`` steps the update is zero and the rules
     after it keep their state (as Optimisers.jl, where they are not called); on the ``n``-th the mean
-    ``Σg/n`` (accumulated as ``acc = g₁/n + g₂/n + …``) goes on. Jit-compatible (``jnp.where``).
-    Adjustable in state: ``n`` (a firing happens when ``counter >= n``).
+    ``Σg/n`` (accumulated as ``acc = g₁/n + g₂/n + …``) goes on. Each array counts its own
+    gradients (one with a ``None`` gradient is not counted), as Optimisers.jl. Jit-compatible
+    (``jnp.where``). Adjustable in state: ``n`` (a firing happens when ``counter >= n``).
 
     >>> m = Dense(jnp.ones((1, 2)), False)              # loss sum(m(x)) has gradient x' = [[1, 2]]
     >>> s = setup(OptimiserChain(AccumGrad(2), Descent(0.1)), m)
@@ -169,23 +185,28 @@ class AccumGrad(Rule):
 
     def _delta_init(self, params: PyTree) -> PyTree:
         acc = jax.tree.map(lambda x: None if x is None else jnp.zeros_like(x), params, is_leaf=_is_none)
-        return AccumGradState(acc, once(_int32, 1), self._make_hyper(params))
+        counter = jax.tree.map(lambda x: None if x is None else once(_int32, 1), params, is_leaf=_is_none)
+        return AccumGradState(acc, counter, self._make_hyper(params))
 
     def _delta_update(self, dx: PyTree, state: PyTree, params: PyTree = None, **extra: Any) -> DeltaUpdate:
         acc, counter, hyper = state
         n = hyper["n"]
-        first, skip, counter = once(_clock, counter, n)
-
-        def step(a: Any, g: Any) -> Any:
-            if g is None:
-                return a
-            g = jnp.asarray(g).astype(a.dtype) / n.astype(a.dtype)
-            return jnp.where(first, g, a + g)
-
-        acc = jax.tree.map(step, acc, dx, is_leaf=_is_none)
-        delta = jax.tree.map(lambda a, g: None if g is None else a, acc, dx, is_leaf=_is_none)
-        delta = _zeros_where(skip, delta)
+        treedef = jax.tree.structure(dx, is_leaf=_is_none)
+        trios = zip(*(treedef.flatten_up_to(t) for t in (dx, acc, counter)), strict=True)
+        out = [(None, a, c, None) if g is None else self._step_one(n, g, a, c) for g, a, c in trios]
+        delta, acc, counter, skip = (treedef.unflatten([o[i] for o in out]) for i in range(4))
+        if all(o[3] is None for o in out):  # no gradient at all: nothing is counted, nothing skipped
+            skip = None
         return delta, AccumGradState(acc, counter, hyper), skip
+
+    def _step_one(self, n: jax.Array, g: Any, acc: jax.Array, counter: jax.Array) -> tuple:
+        """(Δ, acc, counter, skip) of one array with gradient ``g``: its own clock (``_clock``)."""
+        g = jnp.asarray(g)
+        check_fit(self, "acc", acc, g)
+        first, skip, counter = once(_clock, counter, n)
+        g = g.astype(acc.dtype) / n.astype(acc.dtype)
+        acc = jnp.where(first, g, acc + g)
+        return jnp.where(skip, jnp.zeros_like(acc), acc), acc, counter, skip
 
 
 def _int32(v: int) -> jax.Array:
@@ -260,6 +281,13 @@ class MixedPrecision(Rule):
     def adjust_state(self, state: PyTree, eta: float | None = None, /, **kw: Any) -> PyTree:
         return state._replace(state=_adjusted_state(self.rule, state.state, _adjust_args(eta, kw), kw))
 
+    def _kind(self) -> Any:
+        rule = self.rule
+        return (MixedPrecision, self.T, rule._kind() if isinstance(rule, Rule) else type(rule))
+
+    def _state_for(self, state: PyTree) -> PyTree:
+        return state._replace(state=self.rule._state_for(state.state)) if isinstance(self.rule, Rule) else state
+
     def _delta_init(self, params: PyTree) -> PyTree:
         if self.T.itemsize == 8 and not jax.config.jax_enable_x64:
             raise ValueError(
@@ -275,6 +303,10 @@ class MixedPrecision(Rule):
             raise ValueError("MixedPrecision needs the parameters: call update(grads, state, params)")
         xT, inner = state
         gT = jax.tree.map(lambda g: None if g is None else jnp.asarray(g).astype(self.T), dx, is_leaf=_is_none)
+        treedef = jax.tree.structure(gT, is_leaf=_is_none)
+        for g, a in zip(treedef.flatten_up_to(gT), treedef.flatten_up_to(xT), strict=True):
+            if g is not None:
+                check_fit(self, "xT", a, g)
         if isinstance(self.rule, Rule):
             d, inner, skip = self.rule._delta_update(gT, inner, xT, **extra)
         else:

@@ -12,7 +12,7 @@ import optax
 
 from ..core.layer import bump
 from ..core.static_writes import mark_born, note_write
-from ._rule_base import DeltaUpdate, PyTree, Rule, _is_none
+from ._rule_base import DeltaUpdate, PyTree, Rule, _is_none, keep_per_array
 
 __all__ = ["AbstractRule", "init", "apply_"]
 
@@ -108,6 +108,9 @@ class AbstractRule(Rule):
     def adjust_state(self, state: PyTree, eta: float | None = None, /, **kw: Any) -> PyTree:
         self._normalise_kw(eta, kw)
         return state  # the hyperparameters are the rule's fields: `adjust` changes them
+
+    def _keep(self, skip: PyTree, old: PyTree, new: PyTree) -> PyTree:
+        return keep_per_array(skip, old, new)  # the state of a tree is the tree of the arrays' states
 
     def _delta_init(self, params: PyTree) -> PyTree:
         treedef = jax.tree.structure(params, is_leaf=_is_none)

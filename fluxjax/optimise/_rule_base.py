@@ -27,7 +27,8 @@ with x64 enabled). ``update`` reads them from there, so ``rule.adjust_state(stat
 changes the learning rate of a compiled step without re-tracing. Structural options (``centred``,
 ``couple``, ``p``, ``throw``) live only on the rule. ``rule.adjust(...)`` returns a new rule (for
 printing, for ``init`` of new parameters, and for the structural options); call both to mirror
-Optimisers.jl's ``adjust``, which keeps the moments and changes the rule.
+Optimisers.jl's ``adjust``, which keeps the moments and changes the rule. On a ``setup`` state,
+``adjust_`` and assigning ``leaf.rule = rule`` (a rule of the same kind) do both.
 
 Schedules
 ---------
@@ -36,7 +37,16 @@ Schedules
 ``scale_by_learning_rate``. The state is then ``ScheduleState(count, state)``: the number of updates
 so far (int32) around the rule's usual state; the schedule itself is part of the rule (a new schedule
 compiles again). Each state counts its own updates: a per-array rule's leaf counts the steps that
-array took.
+array took; a state of a whole pytree (optax-style ``rule.init(tree)``) counts the updates of the tree,
+as optax's ``scale_by_learning_rate``.
+
+Per array
+---------
+As Optimisers.jl, the state of a pytree is one state per array, and an array whose gradient is
+``None`` keeps its state (moments, ``βt``, RAdam's step ``t``, AccumGrad's counter) as it was, so
+``rule.update`` on a pytree computes what ``setup``/``update_`` (one ``Leaf`` per array) compute. A
+state that does not fit its array (set up for an array of another shape) raises ``DimensionMismatch``
+when the step is traced, as Optimisers.jl's broadcast does, instead of broadcasting.
 """
 
 from __future__ import annotations
@@ -48,13 +58,15 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from ..core.sharing import once
+from ..core.sharing import once, select
+from ..errors import DimensionMismatch
 
 __all__ = ["Rule", "LeafState", "ScheduleState", "DeltaUpdate"]
 
 PyTree = Any
-# (Δ, new_state, skip): skip is None, or a boolean scalar that is True when this step makes no update
-# and the rules after this one must leave their state alone (AccumGrad between its firings).
+# (Δ, new_state, skip): skip is None, or a tree of booleans, one per array with a gradient (None for
+# the others), True where this step makes no update and the rules after this one must leave that
+# array's state alone (AccumGrad between its firings).
 DeltaUpdate = tuple[PyTree, PyTree, Any]
 
 _ALIASES = {"lambd": "lambda_", "lambda": "lambda_", "centered": "centred"}
@@ -148,14 +160,15 @@ class Rule(optax.GradientTransformationExtraArgs):
     """Base class of the Optimisers.jl rules. An instance *is* an optax ``GradientTransformation``.
 
     Subclasses declare ``_names`` (hyperparameters in Optimisers.jl's field order), ``_dynamic``
-    (those stored in ``state.hyper``), ``State`` (a NamedTuple: per-array fields, then shared
-    fields, then ``hyper``), ``_n_shared``, and implement ``_init_leaf`` and ``_step_leaf``.
+    (those stored in ``state.hyper``), ``State`` (a NamedTuple: per-array fields, then ``hyper``),
+    ``_not_shaped`` (per-array fields not of the array's shape), and implement ``_init_leaf`` and
+    ``_step_leaf``.
     """
 
     __fluxjax_static__: ClassVar[bool] = True  # fluxjax.jit keys on static_key(), not on identity
     _names: ClassVar[tuple[str, ...]] = ()
     _dynamic: ClassVar[tuple[str, ...]] = ()
-    _n_shared: ClassVar[int] = 0
+    _not_shaped: ClassVar[tuple[str, ...]] = ()
     _needs_params: ClassVar[bool] = False
     State: ClassVar[type] = LeafState
 
@@ -295,6 +308,29 @@ class Rule(optax.GradientTransformationExtraArgs):
         inner = inner._replace(hyper=hyper)
         return inner if count is None else ScheduleState(count, inner)
 
+    # -- a rule assigned to a state (Leaf.rule = ...) ---------------------------------------------
+    def _kind(self) -> Any:
+        """What the state's layout depends on: rules of one kind keep states of one layout, and differ
+        only in the hyperparameters in ``state.hyper`` (and in options the step reads off the rule)."""
+        return type(self)
+
+    def _state_for(self, state: PyTree) -> PyTree:
+        """``state``, kept by a rule of this kind, with this rule's hyperparameters in ``state.hyper``
+        (moments kept): the state of this rule, as if ``adjust_state`` had been given them all."""
+        kw = {k: self._hp[k] for k in self._dynamic}
+        return self.adjust_state(state, **kw) if kw else state
+
+    # -- an AccumGrad before this rule in a chain ------------------------------------------------
+    def _keep(self, skip: PyTree, old: PyTree, new: PyTree) -> PyTree:
+        """``new``, but ``old``'s state for the arrays where ``skip`` is True: this rule is not run for
+        them (an AccumGrad before it in a chain is accumulating). ``skip`` holds a boolean per array
+        with a gradient and ``None`` elsewhere; a count of the whole tree (a schedule's) is kept when
+        every array skips."""
+        if isinstance(new, ScheduleState):
+            return ScheduleState(select(every(skip), old.count, new.count), self._keep(skip, old.state, new.state))
+        fields = new._fields[: self._n_leaf]
+        return new._replace(**{f: keep_per_array(skip, getattr(old, f), getattr(new, f)) for f in fields})
+
     # -- optax interface ---------------------------------------------------------------------
     def init(self, params: PyTree) -> PyTree:
         """Optax ``init``: the state for ``params`` (one array, or any pytree of arrays)."""
@@ -320,21 +356,15 @@ class Rule(optax.GradientTransformationExtraArgs):
         eta = self._hp.get("eta")
         return eta if callable(eta) else None
 
-    def _init_shared(self) -> tuple:
-        return ()
-
-    def _step_shared(self, hyper: dict, shared: tuple) -> tuple:
-        return shared
-
     def _init_leaf(self, x: jax.Array) -> tuple:
         return ()
 
-    def _step_leaf(self, h: dict, shared: tuple, g: jax.Array, x: jax.Array | None, *s: Any) -> tuple:
+    def _step_leaf(self, h: dict, g: jax.Array, x: jax.Array | None, *s: Any) -> tuple:
         raise NotImplementedError
 
     @property
     def _n_leaf(self) -> int:
-        return len(self.State._fields) - self._n_shared - 1
+        return len(self.State._fields) - 1
 
     def _delta_init(self, params: PyTree) -> PyTree:
         n = self._n_leaf
@@ -342,7 +372,7 @@ class Rule(optax.GradientTransformationExtraArgs):
         leaves = treedef.flatten_up_to(params)
         per = [(None,) * n if x is None else self._init_leaf(_for_state(x)) for x in leaves]
         fields = tuple(treedef.unflatten([p[i] for p in per]) for i in range(n))
-        state = self.State(*fields, *self._init_shared(), self._make_hyper(params))
+        state = self.State(*fields, self._make_hyper(params))
         return state if self._schedule() is None else ScheduleState(once(_zero_count), state)
 
     def _delta_update(self, dx: PyTree, state: PyTree, params: PyTree = None, **extra: Any) -> DeltaUpdate:
@@ -353,7 +383,6 @@ class Rule(optax.GradientTransformationExtraArgs):
             count, state = state
         n = self._n_leaf
         leaf_fields = tuple(state[:n])
-        shared = tuple(state[n : n + self._n_shared])
         hyper = state.hyper
         if sched is not None:  # η_t = schedule(t), for this step only; the stored hyper stays as it is
             hyper = {**hyper, "eta": once(_scheduled, sched, count, jnp.result_type(hyper["eta"]))}
@@ -371,17 +400,20 @@ class Rule(optax.GradientTransformationExtraArgs):
                 outs.append((None, *old))
                 continue
             g = jnp.asarray(g)
+            for name, s in zip(self.State._fields, old):
+                if name not in self._not_shaped:
+                    check_fit(self, name, s, g)
             P = _float_dtype(g if x is None else x)
             T = _compute_dtype(P)
             if T not in cache:
                 cache[T] = h = {k: _cast(v, T) for k, v in hyper.items()}
                 if "epsilon" in hyper:  # rules use _eps(T, ϵ); AdamW uses T(ϵ)
                     h["epsilon_raw"], h["epsilon"] = h["epsilon"], _eps(hyper["epsilon"], T)
-            res = self._step_leaf(cache[T], shared, g.astype(T), None if x is None else jnp.asarray(x), *old)
+            res = self._step_leaf(cache[T], g.astype(T), None if x is None else jnp.asarray(x), *old)
             outs.append((res[0].astype(P), *res[1:]))
         delta = treedef.unflatten([o[0] for o in outs])
         new_fields = [treedef.unflatten([o[i + 1] for o in outs]) for i in range(n)]
-        new_state = self.State(*new_fields, *self._step_shared(hyper, shared), state.hyper)
+        new_state = self.State(*new_fields, state.hyper)
         if sched is not None:
             new_state = ScheduleState(once(_next_count, count), new_state)
         return delta, new_state, None
@@ -409,16 +441,50 @@ def _scheduled(schedule: Any, count: jax.Array, dtype: Any) -> jax.Array:
     return jnp.asarray(schedule(count), dtype)
 
 
-def _zeros_where(pred: Any, tree: PyTree) -> PyTree:
-    return jax.tree.map(lambda v: jnp.where(pred, jnp.zeros_like(v), v), tree)
+def check_fit(rule: Any, name: str, s: Any, g: jax.Array) -> None:
+    """``DimensionMismatch`` unless ``s``, the state ``name`` that ``rule`` keeps for one array, has the
+    shape of the array's gradient ``g`` (Optimisers.jl's broadcast raises it; JAX's would broadcast)."""
+    if s is not None and jnp.shape(s) != jnp.shape(g):
+        raise DimensionMismatch(
+            f"{rule!r}: its state {name} has shape {tuple(jnp.shape(s))}, but the array it updates has shape "
+            f"{tuple(jnp.shape(g))}: the optimiser state was set up for another array. Set it up again for "
+            "this model: opt_state = setup(rule, model) (or state = rule.init(params))"
+        )
+
+
+def keep_per_array(skip: PyTree, old: PyTree, new: PyTree) -> PyTree:
+    """``new``, a tree with one entry per array (of any structure: a state), with ``old``'s entry where
+    ``skip`` (a tree of booleans and ``None``s, one per array) is True."""
+    treedef = jax.tree.structure(skip, is_leaf=_is_none)
+    trios = zip(treedef.flatten_up_to(skip), treedef.flatten_up_to(old), treedef.flatten_up_to(new), strict=True)
+    return treedef.unflatten([b if p is None else select(p, a, b) for p, a, b in trios])
+
+
+def every(skip: PyTree) -> jax.Array:
+    """True when every array skips (``skip`` holds at least one boolean); one array stays itself."""
+    flags = list({id(p): p for p in jax.tree.leaves(skip)}.values())
+    out = flags[0]
+    for p in flags[1:]:
+        out = once(jnp.logical_and, out, p)
+    return out
+
+
+def _zeros_where(skip: PyTree, tree: PyTree) -> PyTree:
+    """``tree`` (one array per array of ``skip``'s tree) with zeros where ``skip`` is True."""
+    return jax.tree.map(
+        lambda p, v: v if p is None or v is None else jnp.where(p, jnp.zeros_like(v), v), skip, tree, is_leaf=_is_none
+    )
 
 
 def _or(a: Any, b: Any) -> Any:
+    """``a | b`` array by array, for two ``skip`` trees (or ``None``: no AccumGrad)."""
     if a is None:
         return b
     if b is None:
         return a
-    return jnp.logical_or(a, b)
+    return jax.tree.map(
+        lambda p, q: q if p is None else p if q is None else once(jnp.logical_or, p, q), a, b, is_leaf=_is_none
+    )
 
 
 def _pop_lambda(cls_name: str, lambda_: Any, lambd: Any, kw: dict, default: float) -> float:

@@ -9,6 +9,7 @@ import jax.numpy as jnp
 
 from ..compiled.pure import NOT_RUN, cached_pure
 from ..core.sharing import sharing
+from ..errors import DimensionMismatch
 from .wholetree import step_view
 
 
@@ -25,6 +26,12 @@ def _rules_step(rules: list, states: list, xs: list, gs: list) -> tuple[list, li
             upd, new = rule.update(g, st, x)
             new_s.append(new)
             new_x.append(_params_after(rule, x, upd, new))
+            if new_x[-1].shape != x.shape:  # (while tracing: shapes are static)
+                raise DimensionMismatch(
+                    f"update_: {rule!r} gives a step of shape {tuple(upd.shape)} for an array of shape "
+                    f"{tuple(x.shape)}: its state was set up for another array. Set it up again for this model: "
+                    "opt_state = setup(rule, model)"
+                )
         return new_s, new_x
 
     out = cached_pure(("rules", tuple(map(_rule_key, rules))), rules, run, (list(states), list(xs), list(gs)))

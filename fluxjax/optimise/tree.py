@@ -324,9 +324,8 @@ def adjust_(opt_state: Any, eta: float | None = None, **kw) -> Any:
                 raise TypeError(
                     f"adjust_: {type(rule).__name__} is a plain optax transformation; it has no hyperparameters to adjust"
                 )
-            args = () if eta is None else (eta,)
-            leaf.state = rule.adjust_state(leaf.state, *args, **kw)
-            leaf.rule = rule.adjust(*args, **kw)
+            # the leaf's state takes the new rule's hyperparameters with it (`Leaf.__setattr__`)
+            leaf.rule = rule.adjust(*(() if eta is None else (eta,)), **kw)
     return opt_state
 
 
