@@ -181,6 +181,20 @@ class ClassReads:
         return tuple(_attribute_key(class_attribute(self.cls, n)) for n in self.names)
 
 
+class Defaults:
+    """The default values of the user's function `f`, for a reuse check: its `__fluxjax_key__` is the
+    very `__defaults__` and `__kwdefaults__` objects, so that assigning new ones is seen (their values
+    are keyed, and their mutable contents watched, by the walk)."""
+
+    __slots__ = ("f",)
+
+    def __init__(self, f: types.FunctionType):
+        self.f = f
+
+    def __fluxjax_key__(self) -> tuple:
+        return (Same(self.f.__defaults__), Same(self.f.__kwdefaults__))
+
+
 def _attribute_key(a: Any) -> Any:
     if a is MISSING:
         return a

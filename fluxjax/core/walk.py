@@ -25,6 +25,7 @@ from .keys import (
     IMMUTABLE_TYPES,
     MISSING,
     ClassReads,
+    Defaults,
     class_attribute,
     code_names,
     is_library,
@@ -337,6 +338,9 @@ def walk(root: list, paths: bool = False, functions: bool = False, read_arrays: 
         fns[fid] = len(fns)
         code = f.__code__
         sig.append((code, static_key(f.__defaults__, w.watch), static_key(f.__kwdefaults__, w.watch)))
+        if f.__defaults__ is not None or f.__kwdefaults__ is not None:  # (`f.__defaults__ = ...` is seen)
+            defaults = Defaults(f)
+            w.watch.append((defaults, (Defaults, defaults.__fluxjax_key__())))
         reading.append(code_names(code))
         for cell in f.__closure__ or ():
             try:

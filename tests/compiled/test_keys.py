@@ -334,6 +334,19 @@ def _set_global(s):
     SCALE_G = s
 
 
+def _with_default(v, k=1.0):
+    return k * v
+
+
+def _loss_with_default(m, k=1.0):
+    return k * jnp.sum(m(X))
+
+
+def _set_defaults(s):
+    _with_default.__defaults__ = (s,)  # a new tuple on the same function
+    _loss_with_default.__defaults__ = (s,)
+
+
 _HELPER, _SLOTTED, _DEQUE, _BYTES = _Helper(), _Slotted(), collections.deque([1.0]), bytearray([1])
 _ARR = array.array("d", [1.0])
 _LAYER_HELPED = _WithHelper(Flux.Dense(3, 1))
@@ -352,6 +365,8 @@ READS = {
     "dataclass with slots": (lambda m: _SLOTTED.scale * jnp.sum(m(X)), lambda s: setattr(_SLOTTED, "scale", s)),
     "deque item": (lambda m: _DEQUE[0] * jnp.sum(m(X)), lambda s: _DEQUE.__setitem__(0, s)),
     "bytearray item": (lambda m: _BYTES[0] * jnp.sum(m(X)), lambda s: _BYTES.__setitem__(0, int(abs(s)) + 1)),
+    "defaults of a function it calls": (lambda m: _with_default(jnp.sum(m(X))), _set_defaults),
+    "defaults of the loss itself": (_loss_with_default, _set_defaults),
     "array.array item": (lambda m: _ARR[0] * jnp.sum(m(X)), lambda s: _ARR.__setitem__(0, s)),
 }
 
@@ -362,18 +377,18 @@ def test_what_a_loss_reads_through_attributes_is_read_afresh(name):
     without a `__dict__`, changed between calls: the compiled gradient, `Flux.jit` and `train_` use the
     new value, as the op-by-op call does (the first call's value was a constant of the program)."""
     loss, set_scale = READS[name]
-    m = Flux.Dense(3, 1)
+    m, stepped = Flux.Dense(3, 1), Flux.Dense(3, 1)  # the same objects at every call: a call reuses its plan
+    st = Flux.setup(Flux.Descent(1.0), stepped)
     step = Flux.jit(lambda m, st: Flux.update_(st, m, Flux.gradient(loss, m)[0]))
     try:
-        for s in (1.0, 2.0, -0.5, 2.0):
+        for s in (1.0, 1.0, 2.0, 2.0, -0.5, 2.0):
             set_scale(s)
             with Flux.eager():
                 want = Flux.gradient(loss, m)[0].bias
             np.testing.assert_allclose(Flux.gradient(loss, m)[0].bias, want, rtol=1e-6)
-            st = Flux.setup(Flux.Descent(1.0), m)
-            b = m.bias
-            step(m, st)
-            np.testing.assert_allclose(m.bias, b - want, rtol=1e-6)
+            b = stepped.bias
+            step(stepped, st)
+            np.testing.assert_allclose(stepped.bias, b - want, rtol=1e-6)
     finally:
         set_scale(1.0)
 
