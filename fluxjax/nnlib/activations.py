@@ -297,7 +297,7 @@ def swish(x: ArrayLike) -> jax.Array:
 
 
 def hardswish(x: ArrayLike) -> jax.Array:
-    """`hardswish(x) = x * hardsigmoid(x)`.
+    """`hardswish(x) = x * hardsigmoid(x)`; derivative `x/3 + 1/2` on `[-3, 3]`, as NNlib's.
 
     ```python
     >>> hardswish(jnp.array([-4.0, -1.0, 0.0, 1.0, 4.0]))
@@ -306,7 +306,9 @@ def hardswish(x: ArrayLike) -> jax.Array:
     ```
     """
     x = _float(x)
-    return x * hardsigmoid(x)
+    # piecewise, so that the derivative is NNlib's `deriv_hardswish`: x/3 + 1/2 on [-3, 3] (-1/2 and
+    # 3/2 at the ends), where `x * hardsigmoid(x)` would give hardsigmoid's 0 there
+    return jnp.where(x < -3, x * 0, jnp.where(x > 3, x, x * (x + 3) / 6))
 
 
 def lisht(x: ArrayLike) -> jax.Array:

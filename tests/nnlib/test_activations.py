@@ -172,6 +172,10 @@ def test_derivatives_at_kinks_follow_nnlib_rules():
         (nn.relu6, 6.0, 0.0),
         (nn.hardsigmoid, 3.0, 0.0),
         (nn.hardsigmoid, -3.0, 0.0),
+        (nn.hardswish, 3.0, 1.5),  # deriv_hardswish: x/3 + 1/2 on [-3, 3]
+        (nn.hardswish, -3.0, -0.5),
+        (nn.hardswish, -3.5, 0.0),
+        (nn.hardswish, 3.5, 1.0),
         (nn.trelu, 1.0, 0.0),
         (nn.softshrink, 0.5, 0.0),
         (nn.softshrink, -0.5, 0.0),
