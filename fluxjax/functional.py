@@ -16,7 +16,8 @@ def functional(model: Any) -> tuple[dict, dict, Callable]:
     """`params, state, apply = functional(model)`: the model as pure data and a pure function.
 
     `params` holds the trainable float arrays and `state` the state arrays (running statistics, RNG
-    keys), both as flat dicts keyed by path (`"layers[0].weight"`). `apply(params, state, *inputs,
+    keys), both as flat dicts keyed by path (`"layers[0].weight"`); an array held at several places
+    (tied) is one entry, at its first path, so that its gradient is the sum of its places'. `apply(params, state, *inputs,
     train=None, rng=None) -> (output, new_state)` is pure: use it under `jax.jit`, `jax.vmap`,
     `jax.grad`, `jax.lax.scan`, with optax and orbax. `train=True/False` forces the mode of every
     layer (None keeps each layer's own `active` setting, automatic meaning test mode); `rng` (a key)
@@ -34,8 +35,13 @@ def functional(model: Any) -> tuple[dict, dict, Callable]:
     names = [p[2:] if p.startswith("0.") else p[1:] for p in w.paths]
     p_idx = [i for i, r in enumerate(w.roles) if r == PARAM and is_float_array(w.leaves[i])]
     s_idx = [i for i, r in enumerate(w.roles) if r == STATE]
-    params = {names[i]: w.leaves[i] for i in p_idx}
-    state = {names[i]: w.leaves[i] for i in s_idx}
+    # an array at several places (tied) is one entry, named for its first place, read at all of them
+    at = {}
+    for i in (*p_idx, *s_idx):
+        at.setdefault((i in s_idx, id(w.leaves[i])), names[i])
+    key = {i: at[(i in s_idx, id(w.leaves[i]))] for i in (*p_idx, *s_idx)}
+    params = {names[i]: w.leaves[i] for i in p_idx if key[i] == names[i]}
+    state = {names[i]: w.leaves[i] for i in s_idx if key[i] == names[i]}
     slots = w.slots
     places = [slot.ident() for slot in slots]
     seen = [structure_version(), Containers(w.containers)]  # the model as `places` was read from it
@@ -51,10 +57,10 @@ def functional(model: Any) -> tuple[dict, dict, Callable]:
                     "(a layer replaced, or a field added or removed); call functional(model) again"
                 )
             seen[:] = [structure_version(), Containers(now.containers)]
-        swaps = [(slots[i], params[names[i]]) for i in p_idx] + [(slots[i], state[names[i]]) for i in s_idx]
+        swaps = [(slots[i], params[key[i]]) for i in p_idx] + [(slots[i], state[key[i]]) for i in s_idx]
         if train is not None:  # every layer follows the region's mode
             swaps += [(Slot(lay, "active", True), None) for lay in all_layers(model) if "active" in lay.__dict__]
-        return run_in_region(lambda: model(*inputs), swaps, lambda r: {names[i]: slots[i].get() for i in s_idx},
+        return run_in_region(lambda: model(*inputs), swaps, lambda r: {key[i]: slots[i].get() for i in s_idx},
                              train=train, rng=rng)
 
     return params, state, apply

@@ -325,3 +325,29 @@ def test_functional_apply_sees_each_kind_of_edit(edit):
     else:
         with pytest.raises(RuntimeError, match="structure changed"):
             apply(ones, state, x)
+
+
+@pytest.mark.parametrize("tie", ["array", "layer"])
+def test_functional_keeps_a_tied_array_one_entry(tie):
+    """An array at two places (one weight in two layers, or one layer twice) is one entry of `params`:
+    its gradient is the sum of its places', and a step of optax on `params` keeps it one array, as
+    `train_` does (it was one entry per place, trained apart)."""
+    W = jnp.asarray([[1.0, 0.5], [0.2, 1.0]])
+
+    def model():
+        if tie == "array":
+            return Flux.Chain(Flux.Dense(W, False, Flux.tanh), Flux.Dense(W, jnp.zeros(2)))
+        d = Flux.Dense(W, False, Flux.tanh)
+        return Flux.Chain(d, d)
+
+    x = jnp.asarray([[1.0, 2.0], [3.0, 4.0]])
+    m = model()
+    Flux.train_(lambda m, x: jnp.sum(m(x) ** 2), m, [(x,)], Flux.setup(Flux.Descent(0.1), m))
+    params, state, apply = Flux.functional(model())
+    assert [k for k in params if k.endswith("weight")] == ["layers[0].weight"]
+    g = jax.grad(lambda p: jnp.sum(apply(p, state, x)[0] ** 2))(params)
+    new = {k: params[k] - 0.1 * g[k] for k in params}
+    np.testing.assert_allclose(new["layers[0].weight"], m.layers[0].weight, rtol=1e-5)
+    np.testing.assert_allclose(new["layers[0].weight"], m.layers[1].weight, rtol=1e-5)
+    y, _ = apply(new, state, x)
+    np.testing.assert_allclose(y, m(x), rtol=1e-5)
