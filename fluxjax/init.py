@@ -70,7 +70,11 @@ def _dims_of(args: tuple) -> tuple[int, ...]:
     try:
         dims = tuple(operator.index(d) for d in args)
     except TypeError:
-        raise TypeError(f"initialiser dims must be integers, got {args!r}") from None
+        hint = ""
+        if any(isinstance(d, jax.core.Tracer) for d in args):
+            hint = (": a size passed into a compiled function is traced; make that argument static "
+                    "(Flux.jit(f, static_argnums=...)) or take the size from an array's .shape")
+        raise TypeError(f"initialiser dims must be integers, got {args!r}{hint}") from None
     if any(d < 0 for d in dims):
         raise ValueError(f"initialiser dims must be non-negative, got {dims}")
     return dims

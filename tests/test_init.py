@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import fluxjax as Flux
 import fluxjax.init as I
 from fluxjax.errors import DimensionMismatch
 from fluxjax.random import seed_
@@ -269,3 +270,12 @@ def test_create_bias():
     np.testing.assert_array_equal(b, [0, 1, 2])
     with pytest.raises(DimensionMismatch, match=r"expected bias of size \(3,\), got size \(5,\)"):
         I.create_bias(w, np.zeros(5), 3)
+
+
+def test_a_traced_size_is_refused_with_what_to_do():
+    """A size given to a compiled function is traced: the error says to make it static (as jax.jit's own)."""
+    step = Flux.jit(lambda x, n: x + Flux.randn32(2, n))
+    with pytest.raises(TypeError, match="static_argnums"):
+        step(jnp.ones((2, 3)), 3)
+    out = Flux.jit(lambda x, n: x + Flux.randn32(2, n), static_argnums=1)(jnp.ones((2, 3)), 3)
+    assert out.shape == (2, 3)
