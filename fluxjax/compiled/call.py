@@ -28,7 +28,7 @@ from ..core.layer import structure_version
 from ..core.region import TRACER_ERROR, commit, current_region, mode_context, run_in_region
 from ..core.walk import Slot, Walk, set_many, walk
 from ..random import default_key, default_rng
-from .entry import Entry
+from .entry import Entry, shared_output
 from .plan import Containers, Plan, is_data, refresh_reads
 
 PLAN_MISSES = 3  # see Entry.unused_plans
@@ -352,7 +352,7 @@ class Jitted:
                     extra[k] = slot.get()
                 # the result read before the region puts the inputs back: a model the function returns
                 # comes back with what the call wrote into it, as the eager call's does
-                return changed, extra, jax.tree_util.tree_flatten(result[0])
+                return changed, extra, shared_output(result[0])
 
             containers = Containers(w.containers)
             _, (changed, extra, (out_leaves, tree)) = run_in_region(run, zip(w.slots, xs), collect,

@@ -8,10 +8,126 @@ from typing import Any
 
 import jax
 
-from ..core.walk import Slot
+from ..core.layer import LAYER_TYPES
+from ..core.walk import Slot, node_children
 from .options import with_defaults
 
 _MANY = object()  # an entry whose programs (one per input shapes) return differently structured outputs
+
+
+class SharedOutput:
+    """The output structure of a program whose result holds one value or one layer at several places
+    (a model with a tied array or a tied layer, or its optimiser state, returned): the program returns
+    each array once, and `unflatten` puts it at each of its places and makes each tied layer one object
+    again, so that the result is tied as the eager call's is (jax's unflatten makes one per place)."""
+
+    __slots__ = ("treedef", "at", "num_leaves", "layers")
+
+    def __init__(self, treedef: Any, at: tuple[int, ...], layers: tuple):
+        self.treedef, self.at = treedef, at  # at[i]: which of the program's outputs the i-th leaf is
+        self.num_leaves = max(at, default=-1) + 1
+        self.layers = layers  # see `_layer_ties`
+
+    def unflatten(self, leaves: Sequence) -> Any:
+        out = self.treedef.unflatten([leaves[i] for i in self.at])
+        if self.layers:
+            out = _retie(out, self.layers, [0], [])
+        return out
+
+    def __eq__(self, other: object) -> bool:
+        return (type(other) is SharedOutput and other.treedef == self.treedef and other.at == self.at
+                and other.layers == self.layers)
+
+    def __hash__(self) -> int:
+        return hash((self.treedef, self.at))
+
+
+def shared_output(result: Any) -> tuple[list, Any]:
+    """`(leaves, treedef)` of a traced result, each value once, its tied layers noted (`SharedOutput`)."""
+    leaves, treedef = jax.tree_util.tree_flatten(result)
+    at: dict[int, int] = {}
+    where = tuple(at.setdefault(id(x), len(at)) for x in leaves)
+    layers = _layer_ties(result)
+    if len(at) == len(leaves) and not layers:
+        return leaves, treedef
+    return list({id(x): x for x in leaves}.values()), SharedOutput(treedef, where, layers)
+
+
+def _children(v: Any) -> list | None:
+    """What `_layer_ties` and `_retie` enter: a layer's fields, a list's, tuple's or dict's items (a
+    dict's in key order, as jax rebuilds it), another pytree node's children (a gradient's `Tangent`,
+    an optimiser state's); None for an array or another leaf."""
+    t = type(v)
+    if t in LAYER_TYPES:
+        return list(v.__dict__.values())
+    if t is list or isinstance(v, tuple):
+        return list(v)
+    if t is dict:
+        return [v[k] for k in sorted(v)]
+    if v is None or isinstance(v, jax.Array):
+        return None
+    sub, treedef = node_children(v)
+    return None if treedef.num_leaves == 1 and treedef.num_nodes == 1 and sub and sub[0] is v else list(sub)
+
+
+def _layer_ties(result: Any) -> tuple:
+    """Every layer in `result`, each place it is reached at numbered in order (a layer inside a tied one
+    once per place): `((place, its first place, places in its subtree), ...)` for the places of layers
+    already reached, empty when no layer is reached twice."""
+    first: dict[int, int] = {}
+    ties: list = []
+    n = [0]
+
+    def go(v: Any) -> None:
+        kids = _children(v)
+        if kids is None:
+            return
+        if type(v) in LAYER_TYPES:
+            place = n[0]
+            n[0] += 1
+            j = first.setdefault(id(v), place)
+            for e in kids:
+                go(e)
+            if j != place:
+                ties.append((place, j, n[0] - place - 1))
+            return
+        for e in kids:
+            go(e)
+
+    go(result)
+    return tuple(sorted(ties))
+
+
+def _retie(v: Any, ties: tuple, n: list, made: list) -> Any:
+    """`v` (a result jax unflattened) with each tied layer one object: the layer made at its first place."""
+    kids = _children(v)
+    if kids is None:
+        return v
+    t = type(v)
+    if t in LAYER_TYPES:
+        place = n[0]
+        n[0] += 1
+        made.append(v)
+        tie = next((x for x in ties if x[0] == place), None)
+        if tie is not None:
+            n[0] += tie[2]  # its subtree is the first place's
+            return made[tie[1]]
+        for k, e in list(v.__dict__.items()):
+            new = _retie(e, ties, n, made)
+            if new is not e:
+                v.__dict__[k] = new
+        return v
+    new_kids = [_retie(e, ties, n, made) for e in kids]
+    if all(a is b for a, b in zip(new_kids, kids)):
+        return v
+    if t is list:
+        v[:] = new_kids
+        return v
+    if t is dict:
+        return {k: dict(zip(sorted(v), new_kids))[k] for k in v}
+    if isinstance(v, tuple):
+        return t(*new_kids) if hasattr(v, "_fields") else t(new_kids)
+    return node_children(v)[1].unflatten(new_kids)
 
 
 class Entry:

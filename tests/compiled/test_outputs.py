@@ -5,6 +5,7 @@ import collections
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -135,3 +136,41 @@ def test_a_returned_model_carries_what_the_call_wrote_into_it():
         back, _ = f(m, o, x)
         for a, b in zip(jax.tree_util.tree_leaves(back), jax.tree_util.tree_leaves(m), strict=True):
             np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def _tied(kind):
+    W = jnp.asarray([[1.0, 0.5], [0.2, 1.0]])
+    if kind == "array":
+        return Flux.Chain(Flux.Dense(W, False, Flux.tanh), Flux.Dense(W, jnp.zeros(2)))
+    d = Flux.Dense(W, False, Flux.tanh)
+    return Flux.Chain(d, d)
+
+
+def _pure_step(m, opt, x):
+    g = Flux.gradient(lambda m: jnp.sum(m(x) ** 2), m)[0]
+    opt, m = Flux.update(opt, m, g)
+    return m, opt
+
+
+@pytest.mark.parametrize("rule", [Flux.Descent(0.1), Flux.Adam(0.05)], ids=["Descent", "Adam"])
+@pytest.mark.parametrize("kind", ["array", "layer"])
+def test_a_returned_model_and_state_keep_their_ties(kind, rule):
+    """The pure `opt, m = update(opt, m, g)` loop under `Flux.jit`: the model and the optimiser state it
+    returns are tied as the eager call's are (one array, one layer, one `Leaf` at both places), so the
+    next step steps the tied weight once with the summed gradient (jax's unflatten made one of each per
+    place: from the second step on, the two copies trained apart)."""
+    x = jnp.asarray([[1.0, 2.0], [3.0, 4.0]])
+    runs = []
+    for step in (_pure_step, Flux.jit(_pure_step)):
+        m = _tied(kind)
+        opt = Flux.setup(rule, m)
+        for _ in range(3):
+            m, opt = step(m, opt, x)
+        assert m.layers[0].weight is m.layers[1].weight
+        assert opt.layers[0].weight is opt.layers[1].weight
+        if kind == "layer":
+            assert m.layers[0] is m.layers[1]
+        runs.append(m.layers[0].weight)
+    np.testing.assert_allclose(runs[1], runs[0], rtol=1e-5)
+    same = Flux.jit(lambda m: m)(_tied(kind))
+    assert same.layers[0].weight is same.layers[1].weight
