@@ -383,6 +383,9 @@ def _check(lval, i: int) -> float:
     if not math.isfinite(v):
         raise NonFiniteLoss(
             f"train_: the loss is {v} at data index {i} (0-based); this step was not applied, "
-            "the model is as it was before it."
+            "the model is as it was before it." + (
+                " In compiled code an index out of range (an Embedding token >= its vocabulary size, "
+                "Julia's 1-based ids) gives NaN: check that batch's indices, or run the loss on it op by "
+                "op (with Flux.eager():), which raises at the bad index." if math.isnan(v) else "")
         )
     return v

@@ -1,5 +1,6 @@
 """setup / update_ / update / adjust_ / freeze_ / thaw_ and train_ (explicit and implicit)."""
 
+import copy
 import warnings
 
 import jax
@@ -334,3 +335,23 @@ def test_an_array_also_held_in_a_non_trainable_field_moves_with_its_parameter(ho
         np.testing.assert_allclose(m.W, W, rtol=1e-5, atol=1e-6)
         assert m.V is m.W and m.inner.weight is m.W and m.pair[0] is m.W
         np.testing.assert_array_equal(m.pair[1], np.ones(2))
+
+
+def test_an_embedding_index_out_of_range_stops_train_with_what_to_check():
+    """A token id >= the vocabulary size (Julia's 1-based ids, ported as they are) is NaN in compiled
+    code (jax's gather cannot raise there): `train_` stops at that batch, says where to look, and leaves
+    the model as it was; op by op the same loss raises at the bad index."""
+    Flux.seed_(0)
+    m = Flux.Chain(Flux.Embedding(5, 3), Flux.Dense(3, 5))
+    st = Flux.setup(Flux.Adam(0.01), m)
+    loss = lambda m, x, y: Flux.logitcrossentropy(m(x), y)  # noqa: E731
+    good, bad = jnp.asarray([0, 1, 2, 3]), jnp.asarray([1, 2, 5, 3])
+    y = Flux.onehotbatch([1, 2, 4, 3], range(5))
+    ref, ref_st = copy.deepcopy(m), copy.deepcopy(st)
+    Flux.train_(loss, ref, [(good, y)], ref_st)  # what the batch before the bad one does
+    with pytest.raises(NonFiniteLoss, match="data index 1 .*Embedding"):
+        Flux.train_(loss, m, [(good, y), (bad, y)], st)
+    for a, b in zip(jax.tree_util.tree_leaves(m), jax.tree_util.tree_leaves(ref), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    with pytest.raises(IndexError, match="index 5 is out of range"), Flux.eager():
+        loss(m, bad, y)
