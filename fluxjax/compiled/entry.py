@@ -15,28 +15,37 @@ from .options import with_defaults
 _MANY = object()  # an entry whose programs (one per input shapes) return differently structured outputs
 
 
+# dict types that a trace uses to keep a dict's key order through jax (zygote's `_Ordered`, in the value
+# `withgradient` returns): a result that is not traced any more gives them back as plain dicts
+ORDERED_DICTS: set[type] = set()
+
+
 class SharedOutput:
     """The output structure of a program whose result holds one value or one layer at several places
     (a model with a tied array or a tied layer, or its optimiser state, returned): the program returns
     each array once, and `unflatten` puts it at each of its places and makes each tied layer one object
-    again, so that the result is tied as the eager call's is (jax's unflatten makes one per place)."""
+    again, so that the result is tied as the eager call's is (jax's unflatten makes one per place).
+    Also the structure of a result holding `ORDERED_DICTS`, which `unflatten` makes plain dicts."""
 
-    __slots__ = ("treedef", "at", "num_leaves", "layers")
+    __slots__ = ("treedef", "at", "num_leaves", "layers", "ordered")
 
-    def __init__(self, treedef: Any, at: tuple[int, ...], layers: tuple):
+    def __init__(self, treedef: Any, at: tuple[int, ...], layers: tuple, ordered: bool = False):
         self.treedef, self.at = treedef, at  # at[i]: which of the program's outputs the i-th leaf is
         self.num_leaves = max(at, default=-1) + 1
         self.layers = layers  # see `_layer_ties`
+        self.ordered = ordered
 
     def unflatten(self, leaves: Sequence) -> Any:
         out = self.treedef.unflatten([leaves[i] for i in self.at])
         if self.layers:
             out = _retie(out, self.layers, [0], [])
+        if self.ordered and not any(isinstance(x, jax.core.Tracer) for x in leaves):
+            out = _plain_dicts(out)
         return out
 
     def __eq__(self, other: object) -> bool:
         return (type(other) is SharedOutput and other.treedef == self.treedef and other.at == self.at
-                and other.layers == self.layers)
+                and other.layers == self.layers and other.ordered == self.ordered)
 
     def __hash__(self) -> int:
         return hash((self.treedef, self.at))
@@ -48,9 +57,30 @@ def shared_output(result: Any) -> tuple[list, Any]:
     at: dict[int, int] = {}
     where = tuple(at.setdefault(id(x), len(at)) for x in leaves)
     layers = _layer_ties(result)
-    if len(at) == len(leaves) and not layers:
+    ordered = bool(ORDERED_DICTS) and _holds_ordered(result)
+    if len(at) == len(leaves) and not layers and not ordered:
         return leaves, treedef
-    return list({id(x): x for x in leaves}.values()), SharedOutput(treedef, where, layers)
+    return list({id(x): x for x in leaves}.values()), SharedOutput(treedef, where, layers, ordered)
+
+
+def _holds_ordered(v: Any) -> bool:
+    if type(v) in ORDERED_DICTS:
+        return True
+    kids = _children(v) if type(v) not in LAYER_TYPES else None
+    return kids is not None and any(_holds_ordered(e) for e in kids)
+
+
+def _plain_dicts(v: Any) -> Any:
+    """`v` with its `ORDERED_DICTS` (inside tuples, lists and dicts) as plain dicts, in their order."""
+    t = type(v)
+    if t in ORDERED_DICTS or t is dict:
+        return {k: _plain_dicts(e) for k, e in v.items()}
+    if t is list:
+        return [_plain_dicts(e) for e in v]
+    if isinstance(v, tuple):
+        items = [_plain_dicts(e) for e in v]
+        return t(*items) if hasattr(v, "_fields") else t(items)
+    return v
 
 
 def _children(v: Any) -> list | None:

@@ -174,3 +174,21 @@ def test_a_returned_model_and_state_keep_their_ties(kind, rule):
     np.testing.assert_allclose(runs[1], runs[0], rtol=1e-5)
     same = Flux.jit(lambda m: m)(_tied(kind))
     assert same.layers[0].weight is same.layers[1].weight
+
+
+def test_withgradient_values_come_back_as_plain_dicts_in_their_order():
+    """`withgradient`'s value keeps a dict's key order through the trace with a dict type of its own;
+    what `Flux.jit` returns gives plain dicts back (it gave that type), in the order written."""
+    m, x = Flux.Dense(2, 1), jnp.ones((2, 3))
+
+    @Flux.jit
+    def step(m, x):
+        val, _ = Flux.withgradient(lambda m: {"z": jnp.sum(m(x)), "acc": jnp.mean(m(x))}, m)
+        return val, [val], (1.0, {"inner": val})
+
+    val, in_list, (_, nested) = step(m, x)
+    for d in (val, in_list[0], nested["inner"]):
+        assert type(d) is dict and list(d) == ["z", "acc"]
+    np.testing.assert_allclose(val["z"], jnp.sum(m(x)), rtol=1e-6)
+    outer = Flux.jit(lambda m, x: list(step(m, x)[0].values()))  # inside another trace: still in order
+    np.testing.assert_allclose(outer(m, x), [jnp.sum(m(x)), jnp.mean(m(x))], rtol=1e-6)
