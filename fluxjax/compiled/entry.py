@@ -15,9 +15,14 @@ from .options import with_defaults
 _MANY = object()  # an entry whose programs (one per input shapes) return differently structured outputs
 
 
-# dict types that a trace uses to keep a dict's key order through jax (zygote's `_Ordered`, in the value
-# `withgradient` returns): a result that is not traced any more gives them back as plain dicts
-ORDERED_DICTS: set[type] = set()
+# zygote's dict type that keeps a dict's key order through jax (`_Ordered`, in the value `withgradient`
+# returns) and its `plain_order`, which gives a result that is not traced any more plain dicts back
+_ORDERED: list = []
+
+
+def use_plain_order(dict_type: type, plain_order: Callable[[Any], Any]) -> None:
+    """Called by fluxjax.zygote.plan: results holding `dict_type` pass through `plain_order`."""
+    _ORDERED[:] = [dict_type, plain_order]
 
 
 class SharedOutput:
@@ -25,23 +30,23 @@ class SharedOutput:
     (a model with a tied array or a tied layer, or its optimiser state, returned): the program returns
     each array once, and `unflatten` puts it at each of its places and makes each tied layer one object
     again, so that the result is tied as the eager call's is (jax's unflatten makes one per place).
-    Also the structure of a result holding `ORDERED_DICTS`, which `unflatten` makes plain dicts."""
+    Also the structure of a result holding zygote's order-keeping dicts, which `unflatten` gives back
+    as plain dicts (`use_plain_order`)."""
 
-    __slots__ = ("treedef", "at", "num_leaves", "layers", "ordered")
+    __slots__ = ("treedef", "at", "num_leaves", "layers", "ties", "ordered")
 
     def __init__(self, treedef: Any, at: tuple[int, ...], layers: tuple, ordered: bool = False):
         self.treedef, self.at = treedef, at  # at[i]: which of the program's outputs the i-th leaf is
         self.num_leaves = max(at, default=-1) + 1
         self.layers = layers  # see `_layer_ties`
+        self.ties = {place: (first, size) for place, first, size in layers}
         self.ordered = ordered
 
     def unflatten(self, leaves: Sequence) -> Any:
         out = self.treedef.unflatten([leaves[i] for i in self.at])
-        if self.layers:
-            out = _retie(out, self.layers, [0], [])
-        if self.ordered and not any(isinstance(x, jax.core.Tracer) for x in leaves):
-            out = _plain_dicts(out)
-        return out
+        if self.ties:
+            out = _retie(out, self.ties, [0], [])
+        return _ORDERED[1](out) if self.ordered else out  # (a traced result keeps them)
 
     def __eq__(self, other: object) -> bool:
         return (type(other) is SharedOutput and other.treedef == self.treedef and other.at == self.at
@@ -57,30 +62,17 @@ def shared_output(result: Any) -> tuple[list, Any]:
     at: dict[int, int] = {}
     where = tuple(at.setdefault(id(x), len(at)) for x in leaves)
     layers = _layer_ties(result)
-    ordered = bool(ORDERED_DICTS) and _holds_ordered(result)
+    ordered = bool(_ORDERED) and _holds_ordered(result)
     if len(at) == len(leaves) and not layers and not ordered:
         return leaves, treedef
     return list({id(x): x for x in leaves}.values()), SharedOutput(treedef, where, layers, ordered)
 
 
 def _holds_ordered(v: Any) -> bool:
-    if type(v) in ORDERED_DICTS:
+    if type(v) is _ORDERED[0]:
         return True
     kids = _children(v) if type(v) not in LAYER_TYPES else None
     return kids is not None and any(_holds_ordered(e) for e in kids)
-
-
-def _plain_dicts(v: Any) -> Any:
-    """`v` with its `ORDERED_DICTS` (inside tuples, lists and dicts) as plain dicts, in their order."""
-    t = type(v)
-    if t in ORDERED_DICTS or t is dict:
-        return {k: _plain_dicts(e) for k, e in v.items()}
-    if t is list:
-        return [_plain_dicts(e) for e in v]
-    if isinstance(v, tuple):
-        items = [_plain_dicts(e) for e in v]
-        return t(*items) if hasattr(v, "_fields") else t(items)
-    return v
 
 
 def _children(v: Any) -> list | None:
@@ -128,7 +120,7 @@ def _layer_ties(result: Any) -> tuple:
     return tuple(sorted(ties))
 
 
-def _retie(v: Any, ties: tuple, n: list, made: list) -> Any:
+def _retie(v: Any, ties: dict, n: list, made: list) -> Any:
     """`v` (a result jax unflattened) with each tied layer one object: the layer made at its first place."""
     kids = _children(v)
     if kids is None:
@@ -138,10 +130,10 @@ def _retie(v: Any, ties: tuple, n: list, made: list) -> Any:
         place = n[0]
         n[0] += 1
         made.append(v)
-        tie = next((x for x in ties if x[0] == place), None)
+        tie = ties.get(place)
         if tie is not None:
-            n[0] += tie[2]  # its subtree is the first place's
-            return made[tie[1]]
+            n[0] += tie[1]  # its subtree is the first place's
+            return made[tie[0]]
         for k, e in list(v.__dict__.items()):
             new = _retie(e, ties, n, made)
             if new is not e:

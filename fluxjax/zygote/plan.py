@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..compiled.entry import ORDERED_DICTS
+from ..compiled.entry import use_plain_order
 from ..core.layer import LAYER_TYPES, is_array, is_float_array, is_layer, structure_version
 from ..core.region import commit, run_in_region
 from ..core.region import written as _written
@@ -415,7 +415,6 @@ jax.tree_util.register_pytree_with_keys(
     lambda d: ([(jax.tree_util.DictKey(k), v) for k, v in d.items()], tuple(d)),
     lambda keys, values: _Ordered(zip(keys, values)),
 )
-ORDERED_DICTS.add(_Ordered)  # a `fluxjax.jit` result gives them back as plain dicts
 
 
 def _map_containers(v, f):
@@ -443,3 +442,6 @@ def plain_order(v):
     if any(isinstance(e, jax.core.Tracer) for e in jax.tree_util.tree_leaves(v)):
         return v
     return _map_containers(v, dict)
+
+
+use_plain_order(_Ordered, plain_order)  # a `fluxjax.jit` result gives them back as plain dicts
