@@ -49,6 +49,7 @@ import jax
 from ..compiled.access import Source, holding, loader, storer
 from ..compiled.call import jit as _fluxjax_jit
 from ..compiled.plan import Containers
+from ..compiled.pure import tracing_eager_call
 from ..core.layer import LAYER_TYPES, structure_version
 from ..core.region import current_region, run_in_region
 from ..core.walk import walk
@@ -403,7 +404,8 @@ def _run_fused(name: str, f: Callable, model: Any, opt_state: Any, link: _Link) 
     program = _PROGRAMS[name]
     try:
         keys = link.params_arrays(model) if implicit else None
-        leaves, shape = program.call_flat(f, model, held)
+        with tracing_eager_call():  # a check on values (ClipNorm's non-finite norm) sends the call op by op
+            leaves, shape = program.call_flat(f, model, held)
     except Exception:  # anything the fused trace cannot do; the usual call then runs (and raises the user's errors)
         link.dead = True
         return NOT_FUSED

@@ -6,6 +6,7 @@ is compiled or fused."""
 from __future__ import annotations
 
 import contextlib
+import re
 
 import jax
 import jax.numpy as jnp
@@ -80,7 +81,7 @@ def _loop(build, rule, steps, *, fused, style="withgradient", freeze=False, betw
     [
         (_mlp, Flux.Adam(0.01), False),
         (_stateful, Flux.Momentum(0.05), False),
-        (_tied, Flux.OptimiserChain(Flux.ClipNorm(1.0), Flux.Adam(0.01)), False),
+        (_tied, Flux.OptimiserChain(Flux.ClipNorm(1.0, throw=False), Flux.Adam(0.01)), False),
         (_tied_arrays, Flux.Adam(0.01), False),
         (_tied_arrays, optax.adam(0.01), False),
         (_mlp, Flux.AdamW(0.01), True),
@@ -742,3 +743,69 @@ def test_the_generated_gradient_check_finds_every_array_and_every_edit(g):
     assert same(g, held)
     if _edit_first_mutable(g):
         assert not same(g, held)
+
+
+def _clip_first():
+    return Flux.OptimiserChain(Flux.ClipNorm(1.0), Flux.Descent(0.1))
+
+
+def _clip_last():
+    return Flux.OptimiserChain(Flux.Momentum(0.1), Flux.ClipNorm(2.0, 1))
+
+
+@pytest.mark.parametrize("style, chain", [("withgradient", _clip_first), ("gradient", _clip_last),
+                                          ("implicit", _clip_last)])
+def test_a_check_on_values_in_the_rule_raises_in_the_fused_loop(style, chain, _fresh):
+    # ClipNorm(throw=True) must raise on a non-finite gradient norm, as Optimisers.jl's DomainError, and
+    # leave the model and its state as they were; the fused step held it back as an all-NaN update
+    def run(fused):
+        m, rule = Flux.Dense(jnp.ones((2, 3)), False), chain()
+        s, ps = Flux.setup(rule, m), Flux.params(m)
+        seen = []
+        with contextlib.nullcontext() if fused else Flux.eager():
+            for x in ([1.0, 2.0, -1.0], [0.5, 3.0, 1.0], [1.0, jnp.inf, 0.0], [2.0, 1.0, 1.0]):
+                x = jnp.array(x)
+                before = (m.weight, jax.tree_util.tree_leaves(Flux.state(s)))
+                try:
+                    if style == "implicit":
+                        Flux.update_(rule, ps, Flux.gradient(lambda: jnp.sum(m(x) ** 2), ps))  # noqa: B023
+                    else:
+                        g = getattr(Flux, style)(lambda m: jnp.sum(m(x) ** 2), m)  # noqa: B023
+                        Flux.update_(s, m, g[0] if style == "gradient" else g.grad[0])
+                    seen.append(m.weight)
+                except ValueError as e:
+                    assert re.match(r"ClipNorm: gradient has [\d.]+-norm (nan|inf), for array float32\[2, 3\]$", str(e))
+                    assert m.weight is before[0]
+                    if style != "implicit":
+                        _same(jax.tree_util.tree_leaves(Flux.state(s)), before[1])
+                    seen.append("raised")
+        return seen
+
+    got, want = run(True), run(False)
+    assert want[2] == "raised" and got[2] == "raised"
+    for a, b in zip(got, want):
+        if isinstance(b, str):
+            assert a == b
+        else:
+            _same(a, b)
+            assert bool(jnp.all(jnp.isfinite(a)))
+
+
+@pytest.mark.parametrize("style", ["withgradient", "implicit"])
+def test_an_index_out_of_range_raises_in_the_fused_loop(style, _fresh):
+    m = Flux.Chain(Flux.Embedding(5, 2), Flux.Dense(2, 1))
+    rule = Flux.Adam(0.01)
+    s, ps = Flux.setup(rule, m), Flux.params(m)
+
+    def step(idx):
+        if style == "implicit":
+            Flux.update_(rule, ps, Flux.gradient(lambda: jnp.sum(m(idx)), ps))
+        else:
+            Flux.update_(s, m, Flux.withgradient(lambda m: jnp.sum(m(idx)), m).grad[0])
+
+    step(jnp.array([0, 1, 4]))
+    step(jnp.array([2, 3, 0]))
+    before = list(ps)
+    with pytest.raises(IndexError, match="index 5 is out of range"):
+        step(jnp.array([1, 5, 0]))
+    assert all(a is b for a, b in zip(ps, before))
