@@ -158,7 +158,7 @@ class _Link:
         self.containers: Containers | None = None  # the walk's lists and dicts: an item replaced voids it
         self.synced: Any = None  # a fused program's `Plan` whose check covers `containers` (see current_walk)
         self.access: dict[tuple, tuple] = {}  # slots a step writes -> (their loader, their storer)
-        self.last_access: tuple = ((), ())  # (the last slots asked for, their accessors), by identity
+        self.last_access: tuple = (None, None)  # (the last slots asked for, their accessors), by identity
         self.misses, self.dead = 0, False
         self.params_reader: tuple = ((), None)  # (a `Params`' key, a reader of its arrays: `list(ps)`)
 
@@ -176,7 +176,7 @@ class _Link:
         if v != self.version or not self.containers.holds():
             self.walk = walk(roots)
             self.containers = Containers(self.walk.containers)
-            self.access, self.last_access = {}, ((), ())
+            self.access, self.last_access = {}, (None, None)
             self.version = v
         self.synced = None
         if plan is not None and plan.version == v[0] and {id(c) for c in self.walk.containers} <= plan.container_ids():

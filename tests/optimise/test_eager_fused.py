@@ -809,3 +809,36 @@ def test_an_index_out_of_range_raises_in_the_fused_loop(style, _fresh):
     with pytest.raises(IndexError, match="index 5 is out of range"):
         step(jnp.array([1, 5, 0]))
     assert all(a is b for a, b in zip(ps, before))
+
+
+@pytest.mark.parametrize("case", ["all-frozen", "no-gradient", "dropgrad", "frozen-and-unused", "implicit-no-gradient"])
+def test_a_step_that_changes_nothing_runs_as_a_no_op(case, _fresh):
+    # Optimisers.jl's update! skips frozen leaves and `nothing` gradients: the loop goes on, the model as it was
+    # (a GAN freezes its discriminator for a while); the fused step wrote no slot, and its commit failed
+    x = jnp.asarray(RNG.normal(size=(2, 3)), jnp.float32)
+    m = Flux.Chain(Flux.Dense(2, 2), Flux.Dense(2, 1))
+    rule = Flux.Adam(0.01)
+    s, ps = Flux.setup(rule, m), Flux.params(m)
+    before = jax.tree_util.tree_leaves(m)
+    if case == "all-frozen":
+        Flux.freeze_(s)
+    if case == "frozen-and-unused":
+        Flux.freeze_(s.layers[0])
+    state = jax.tree_util.tree_leaves(Flux.state(s))
+    losses = {
+        "all-frozen": lambda m: jnp.sum(m(x)),
+        "no-gradient": lambda m: jnp.sum(x),
+        "dropgrad": lambda m: jnp.sum(Flux.dropgrad(m(x))),
+        "frozen-and-unused": lambda m: jnp.sum(m.layers[0](x)),
+    }
+    for _ in range(3):
+        if case == "implicit-no-gradient":
+            gs = Flux.gradient(lambda: jnp.sum(x), ps)
+            assert all(gs[p] is None for p in ps)
+            Flux.update_(rule, ps, gs)
+        else:
+            val, grads = Flux.withgradient(losses[case], m)
+            Flux.update_(s, m, grads[0])
+    for a, b in zip(jax.tree_util.tree_leaves(m), before):
+        assert a is b or (np.asarray(a) == np.asarray(b)).all()
+    _same(jax.tree_util.tree_leaves(Flux.state(s)), state)
