@@ -16,6 +16,7 @@ import numpy as np
 
 from .core.layer import is_array, is_layer, trainable
 from .core.plain import find_plain
+from .core.region import original
 from .core.trainables import trainable_arrays
 from .core.walk import rebuild, walk
 from .errors import DimensionMismatch
@@ -54,7 +55,7 @@ def trainables(model: Any, path: bool = False) -> list:
     """
     out: dict[int, Any] = {}
     for keys, a in trainable_arrays(model, _gradient_fields, _refuse_plain):
-        out.setdefault(id(a), (KeyPath(*keys), a) if path else a)
+        out.setdefault(id(original(a)), (KeyPath(*keys), a) if path else a)  # a tied array once, also inside gradient
     return list(out.values())
 
 
@@ -130,7 +131,7 @@ class Restructure:
         self.offsets: dict[int, tuple[int, tuple, Any]] = {}
         off = 0
         for a in arrays:
-            self.offsets[id(a)] = (off, tuple(a.shape), a.dtype)
+            self.offsets[id(original(a))] = (off, tuple(a.shape), a.dtype)
             off += int(np.prod(a.shape, dtype=np.int64))
         self.length = off
         self._arrays = arrays  # keep them alive: `offsets` is keyed by their ids
@@ -144,16 +145,17 @@ class Restructure:
         new_arrays: dict[int, Any] = {}
 
         def arr(a, at_trainable):
-            if not at_trainable or not is_array(a) or id(a) not in self.offsets:
+            a_id = id(original(a)) if is_array(a) else None
+            if not at_trainable or a_id not in self.offsets:
                 return a  # not trainable: kept
-            if id(a) not in new_arrays:
-                off, shape, dtype = self.offsets[id(a)]
+            if a_id not in new_arrays:
+                off, shape, dtype = self.offsets[a_id]
                 n = int(np.prod(shape, dtype=np.int64))
                 v = flat[off:off + n]
                 if not jnp.issubdtype(dtype, jnp.complexfloating) and jnp.issubdtype(v.dtype, jnp.complexfloating):
                     v = jnp.real(v)
-                new_arrays[id(a)] = _unvec(v, shape).astype(dtype)
-            return new_arrays[id(a)]
+                new_arrays[a_id] = _unvec(v, shape).astype(dtype)
+            return new_arrays[a_id]
 
         # the walk's rebuild: layers copied (a tie stays one object), the destructure of a gradient
         # (`Tangent`) rebuilds a gradient

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from .core.layer import children, has_dynamic, is_array, is_float_array, is_layer, layer, state_fields, trainable, with_fields
+from .core.region import original
 from .core.walk import copy_layer, rebuild, walk
 
 
@@ -134,9 +135,9 @@ def modules(x: Any) -> list[Any]:
 
     def go(v):
         if is_layer(v):
-            if id(v) in seen:
+            if id(original(v)) in seen:  # a tied layer once, also inside gradient (which copies it per place)
                 return
-            seen.add(id(v))
+            seen.add(id(original(v)))
             out.append(v)
             for e in v.__dict__.values():
                 go(e)

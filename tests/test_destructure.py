@@ -137,3 +137,67 @@ def test_restructure_is_the_walks_rebuild():
     assert type(g2) is type(g)
     np.testing.assert_allclose(g2.layers[0].weight, 2 * g.layers[0].weight, rtol=1e-6)
     np.testing.assert_allclose(g2.layers[1].weight, 2 * g.layers[1].weight, rtol=1e-6)
+
+
+# Inside `gradient` each place of a tied array gets its own tracer and each place of a tied layer its own
+# copy (Zygote's per-path gradients); the functions that take each array or layer once still see one.
+M1 = jnp.array([1.0, 2.0, 3.0])
+MAT = jnp.array([[4.0, 6.0], [5.0, 7.0]])
+
+
+def _tied_dict():
+    return {"x": M1, "y": M1, "z": jnp.array([4.0, 5.0, 6.0])}  # Optimisers.jl's m4
+
+
+def _tied_chain():
+    d = Dense(jnp.array([[1.0, 2.0], [3.0, 4.0]]), jnp.array([0.5, -1.0]))
+    return Chain(d, d)
+
+
+def _penalties():
+    return {
+        "trainables": lambda m: sum(jnp.sum(p ** 2) for p in trainables(m)),
+        "params": lambda m: sum(jnp.sum(p ** 2) for p in Flux.params(m)),
+        "destructure": lambda m: jnp.sum(destructure(m)[0] ** 2),
+        "modules": lambda m: sum(jnp.sum(l.weight ** 2) for l in Flux.modules(m) if isinstance(l, Dense)),
+    }
+
+
+@pytest.mark.parametrize("how", ["compiled", "op-by-op", "jit-step"])
+@pytest.mark.parametrize("name", ["trainables", "params", "destructure", "modules"])
+def test_tied_arrays_and_layers_count_once_inside_gradient(name, how):
+    loss = _penalties()[name]
+    models = [_tied_chain()] + ([] if name == "modules" else [_tied_dict()])
+    for m in models:
+        want = float(loss(m))  # outside gradient: every tied array once
+        assert want == (91.0 if isinstance(m, dict) else 1 + 4 + 9 + 16 + (0 if name == "modules" else 1.25))
+        if how == "jit-step":
+            val = Flux.jit(lambda m: Flux.withgradient(loss, m)[0])(m)
+        else:
+            val = Flux.withgradient(loss, m, jit=how == "compiled")[0]
+        assert float(val) == want
+
+
+@pytest.mark.parametrize("jit", [True, False])
+def test_destructure_of_tied_arrays_inside_gradient_is_upstreams(jit):
+    # Optimisers.jl test/destructure.jl: `destructure(m4)[1] == 1:6`, and for m9 the gradient reaches the
+    # tied array through its first place only (`g9.c === nothing`), so an update moves it once
+    m4 = _tied_dict()
+    seen = []
+    Flux.gradient(lambda m: (seen.append(destructure(m)[0].shape), jnp.sum(destructure(m)[0]))[1], m4, jit=jit)
+    assert seen[-1] == (6,)
+    m9 = {"a": M1, "b": MAT, "c": [MAT, M1]}
+    g9 = Flux.gradient(lambda m: jnp.sum(jnp.sqrt(destructure(m)[0])), m9, jit=jit)[0]
+    assert g9["c"] is None
+    np.testing.assert_allclose(g9["a"], 0.5 / np.sqrt(np.asarray(M1)), rtol=1e-6)
+    np.testing.assert_allclose(g9["b"], 0.5 / np.sqrt(np.asarray(MAT)), rtol=1e-6)
+    _, new = Flux.update(Flux.setup(Flux.Descent(1.0), m9), m9, g9)
+    np.testing.assert_allclose(M1 - new["a"], 0.5 / np.sqrt(np.asarray(M1)), rtol=1e-6)
+    assert new["c"][1] is new["a"]
+    # and `re` rebuilds both places of a tied array from the one stretch of the vector
+    flat, re = destructure(m4)
+    g = Flux.gradient(lambda v: jnp.sum(re(v)["x"] * re(v)["y"]), flat, jit=jit)[0]
+    np.testing.assert_allclose(g, [2.0, 4.0, 6.0, 0.0, 0.0, 0.0], rtol=1e-6)
+    inner = Flux.gradient(lambda m: jnp.sum(destructure(m)[1](destructure(m)[0])["y"]), m4, jit=jit)[0]
+    np.testing.assert_allclose(inner["x"], [1.0, 1.0, 1.0])
+    assert inner["y"] is None

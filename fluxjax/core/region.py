@@ -43,7 +43,7 @@ class Region:
     """One transformed region. `differentiating` drives Flux's automatic train mode; `train` (when not
     None) forces it; `rng` (when given) feeds random layers instead of their own keys."""
 
-    __slots__ = ("originals", "written", "before", "differentiating", "train", "rng", "born", "trace")
+    __slots__ = ("originals", "written", "before", "differentiating", "train", "rng", "born", "trace", "stands_for")
 
     def __init__(self, differentiating: bool = False, train: bool | None = None, rng=None):
         self.originals: dict[tuple, tuple[Slot, Any]] = {}
@@ -54,6 +54,7 @@ class Region:
         self.rng = rng
         self.born: set[int] = set()  # ids of the layers built inside the region (their fields are their own)
         self.trace = None  # the JAX trace the region's body runs in (set on entry)
+        self.stands_for: dict[int, Any] = {}  # id(a value swapped in) -> the object it replaced (see `original`)
 
     def swap(self, slot: Slot, value) -> None:
         k = (id(slot.owner), slot.key)
@@ -159,13 +160,32 @@ def run_in_region(call: Callable[[], Any], swaps=(), collect: Callable[[Region],
     log_writes = static_writes() if fields_set is not None else contextlib.nullcontext()
     with log_writes as log:
         with Region(**region) as r:
-            for slot, value in swaps:
-                r.swap(slot, value)
+            if r.differentiating:
+                for slot, value in swaps:
+                    old = slot.get()
+                    if value is not old:
+                        r.stands_for.setdefault(id(value), old)
+                    r.swap(slot, value)
+            else:
+                for slot, value in swaps:
+                    r.swap(slot, value)
             out = call()
             got = None if collect is None else collect(r)
         if log is not None and (fields := log.changed()):
             fields_set(fields)
     return out, got
+
+
+def original(x: Any) -> Any:
+    """The object `x` stands for outside the differentiated regions open now: `gradient` gives each
+    place of a tied array its own tracer, and each place of a tied layer its own copy (Zygote's
+    per-path gradients), so the functions that take each array or layer once (`trainables`, `params`,
+    `modules`, `destructure`) ask this for what is the same object outside."""
+    for r in reversed(_stack()):
+        o = r.stands_for.get(id(x))
+        if o is not None:
+            x = o
+    return x
 
 
 def written(region: Region) -> list[tuple[Slot, Any]]:

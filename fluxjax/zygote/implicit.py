@@ -10,7 +10,7 @@ import jax.numpy as jnp
 
 from ..core.keys import Same
 from ..core.layer import is_array, is_float_array, is_layer
-from ..core.region import commit
+from ..core.region import commit, original
 from ..core.walk import PARAM, Slot, walk
 from .closure import _referenced
 
@@ -242,9 +242,9 @@ def params(*models) -> Params:
     for leaf, slot, role in zip(w.leaves, w.slots, w.roles):
         if role != PARAM or not is_float_array(leaf):
             continue
-        e = entries.get(id(leaf))
+        e = entries.get(id(original(leaf)))  # a tied array once, also inside gradient (a tracer per place)
         if e is None:
-            e = entries[id(leaf)] = _Entry(leaf, [])
+            e = entries[id(original(leaf))] = _Entry(leaf, [])
             ps._entries.append(e)
         if slot.owner is not root and all(slot.ident() != t.ident() for t in e.slots):
             e.slots.append(slot)
