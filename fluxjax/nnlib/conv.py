@@ -286,7 +286,8 @@ def conv_transpose(
 ) -> jax.Array:
     """Transposed convolution, NNlib's `∇conv_data` as used by Flux's `ConvTranspose`.
 
-    It is the adjoint (input gradient) of `conv(·, w; stride, pad, dilation, flipped, groups)`:
+    It is the adjoint (input gradient) of `conv(·, w; stride, pad, dilation, flipped, groups)`, so a
+    complex `w` enters conjugated, as in NNlib (`conv_transpose(x, w) == grad_conv_data(x, w)`):
     `w` is `(k..., Cout ÷ groups, Cin)`, `x` `(spatial..., Cin, N)` gives `(spatial_out..., Cout, N)`
     with `spatial_out = (n-1)*s + 1 + (k-1)*d - (lo+hi) + outpad`.
     `conv_transpose(jnp.ones((8, 8, 2, 1)), jnp.ones((3, 3, 4, 2))).shape == (10, 10, 4, 1)`.
@@ -318,6 +319,7 @@ def conv_transpose(
     # Adjoint of the cross-correlation with w' = flip(w) (flipped=False) or w (flipped=True):
     # a cross-correlation of the s-dilated input with flip(w'), padded by (k-1)*d - lo on the
     # left and (k-1)*d - hi + outpad on the right (negative values crop).
+    w = jnp.conj(w)  # the adjoint: NNlib's gemm takes 'C' (a no-op for real w)
     if flipped:
         w = lax.rev(w, tuple(range(n)))
     padding = tuple(
@@ -376,7 +378,9 @@ def grad_conv_data(
     the shape of `x` (all of it, or just its spatial dims). With a stride several input sizes give the
     same output; `x_size=None` takes the smallest, `(out-1)*s + (k-1)*d + 1 - (lo+hi)`, as
     `conv_transpose` does. `conv` flips the kernel unless
-    `flipped=True`, so this is the adjoint of exactly that operation (`jax.vjp` of `conv` gives the same).
+    `flipped=True`, so this is the adjoint of exactly that operation: for complex arrays the conjugate
+    transpose, `conj(w)` enters as in NNlib, which is Zygote's (`fluxjax.pullback`'s) gradient of `conv`;
+    for real arrays `jax.vjp` of `conv` gives the same.
 
     NNlib's test: `x = reshape(1:5, 5, 1, 1)`, `w = reshape(1:2, 2, 1, 1)`, `dy = conv(x, w)`;
     `grad_conv_data(dy, w)[:, 0, 0] == [8, 18, 27, 36, 13]`.
@@ -403,7 +407,8 @@ def grad_conv_data(
     else:
         x_shape = _size_arg(x_size, n, full, "x_size")
     _check_dy("grad_conv_data", x_shape, w.shape, dy.shape, n, kw)
-    (dx,) = jax.linear_transpose(lambda x: conv(x, w, **kw), jax.ShapeDtypeStruct(x_shape, dy.dtype))(dy)
+    wc = jnp.conj(w)  # the adjoint, not the transpose, for complex w (a no-op for real w)
+    (dx,) = jax.linear_transpose(lambda x: conv(x, wc, **kw), jax.ShapeDtypeStruct(x_shape, dy.dtype))(dy)
     return dx
 
 
@@ -416,7 +421,10 @@ def grad_conv_filter(
     The keywords are `conv`'s; `w_size` is the shape of `w` `(k..., Cin ÷ groups, Cout)`, all of it or just the
     kernel size `k`, or NNlib's `DenseConvDims` in place of both. Without it the kernel size is solved
     from the sizes of `x` and `dy`, which is ambiguous with a stride > 1 (then pass `w_size`). The result
-    is in `conv`'s convention: the kernel is flipped unless `flipped=True`, so it equals `jax.vjp` of `conv` with respect to `w`.
+    is in `conv`'s convention: the kernel is flipped unless `flipped=True`. It is the adjoint with respect
+    to `w`: for complex arrays `conj(x)` enters as in NNlib (`grad_conv_filter(x, dy) == conj(x) .* dy` for a
+    1×1 kernel), which is Zygote's (`fluxjax.pullback`'s) gradient of `conv`; for real arrays it equals
+    `jax.vjp` of `conv` with respect to `w`.
 
     NNlib's test: `x = reshape(1:5, 5, 1, 1)`, `w = reshape(1:2, 2, 1, 1)`, `dy = conv(x, w)`;
     `grad_conv_filter(x, dy, (2,))[:, 0, 0] == [134, 100]`.
@@ -460,7 +468,8 @@ def grad_conv_filter(
     else:
         w_shape = _size_arg(w_size, n, full, "w_size")
     _check_dy("grad_conv_filter", x.shape, w_shape, dy.shape, n, kw)
-    (dw,) = jax.linear_transpose(lambda w: conv(x, w, **kw), jax.ShapeDtypeStruct(w_shape, dy.dtype))(dy)
+    xc = jnp.conj(x)  # the adjoint, not the transpose, for complex x (a no-op for real x)
+    (dw,) = jax.linear_transpose(lambda w: conv(xc, w, **kw), jax.ShapeDtypeStruct(w_shape, dy.dtype))(dy)
     return dw
 
 

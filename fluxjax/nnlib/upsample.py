@@ -92,7 +92,8 @@ def upsample_linear(
 
     Output size `floor(scale * n)` per dim, or `size=`. With `align_corners=True` output index `o`
     reads source position `o * (n_in-1)/(n_out-1)`; else `max(0, (o + 0.5) * n_in/n_out - 0.5)`.
-    `upsample_linear(jnp.ones((4, 3, 1)), 2.5).shape == (10, 3, 1)`.
+    `upsample_linear(jnp.ones((4, 3, 1)), 2.5).shape == (10, 3, 1)`. A complex `x` has its real and
+    imaginary parts upsampled separately (the weights are real), as in NNlib.
 
     ```python
     >>> upsample_linear(jnp.array([1.0, 2.0, 4.0]).reshape(3, 1, 1), 2)[:, 0, 0]   # (W, C, N), corners aligned
@@ -112,6 +113,9 @@ def upsample_linear(
     size = (int(size),) if isinstance(size, Integral) else tuple(int(s) for s in size)
     if len(size) != n:
         raise ValueError(f"The size argument should have length {n}, but it has length {len(size)}.")
+    if jnp.iscomplexobj(x):  # real weights: each part on its own, exactly as NNlib's test asks
+        return jax.lax.complex(upsample_linear(jnp.real(x), size=size, align_corners=align_corners),
+                               upsample_linear(jnp.imag(x), size=size, align_corners=align_corners))
     out_dtype = x.dtype
     if not jnp.issubdtype(x.dtype, jnp.inexact):
         x = x.astype(jnp.result_type(float))

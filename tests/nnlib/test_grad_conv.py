@@ -8,7 +8,17 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from fluxjax.nnlib import conv, grad_conv_data, grad_conv_filter
+import fluxjax
+from fluxjax.nnlib import (
+    DenseConvDims,
+    conv,
+    conv_transpose,
+    depthwiseconv,
+    grad_conv_data,
+    grad_conv_filter,
+    grad_depthwiseconv_data,
+    grad_depthwiseconv_filter,
+)
 
 SETTINGS = [
     dict(),
@@ -91,3 +101,53 @@ def test_differentiable_and_jittable():
         c = jnp.zeros((9, 8, 2, 2)).at[a, b, 0, 0].set(1.0)
         gw = jax.grad(lambda w, c=c: jnp.sum(c * f(dy, w)))(w)
         np.testing.assert_allclose(gw, grad_conv_filter(c, dy, w.shape, stride=2, pad=1), rtol=1e-5, atol=1e-5)
+
+
+# --- complex arrays: NNlib's ∇conv_* are adjoints (gemm with 'C'), so x / w enter conjugated ------
+
+
+def _cplx(rng, shape):
+    return jnp.asarray(rng.normal(size=shape) + 1j * rng.normal(size=shape), jnp.complex64)
+
+
+def test_complex_nnlib_known_answers():
+    # NNlib.jl test/conv.jl, "Complex Dense Convolution": a 1x1 kernel over 4 channels.
+    a = np.arange(1.0, 5.0)
+    x = jnp.asarray((a + 1j * (a + 1)).reshape(1, 4, 1), jnp.complex64)  # exact in float32
+    w = jnp.asarray(((a + 2) + 1j * (a + 3)).reshape(1, 4, 1), jnp.complex64)  # exact in float32
+    cdims = DenseConvDims(x, w)
+    dy = conv(x, w, cdims)
+    np.testing.assert_allclose(np.ravel(dy), [np.transpose(np.ravel(w)) @ np.ravel(x)], rtol=1e-7)  # -32+128im
+    want_dw = np.conj(x) * dy  # [224+192im, 320+352im, 416+512im, 512+672im]
+    want_dx = dy * np.conj(w)  # [416+512im, 512+672im, 608+832im, 704+992im]
+    np.testing.assert_allclose(np.ravel(want_dw), [224 + 192j, 320 + 352j, 416 + 512j, 512 + 672j])
+    np.testing.assert_allclose(np.ravel(want_dx), [416 + 512j, 512 + 672j, 608 + 832j, 704 + 992j])
+    np.testing.assert_allclose(grad_conv_filter(x, dy, cdims), want_dw, rtol=1e-7)
+    np.testing.assert_allclose(grad_conv_data(dy, w, cdims), want_dx, rtol=1e-7)
+    # Flux's ConvTranspose forward is ∇conv_data(x, weight, cdims)
+    np.testing.assert_allclose(conv_transpose(dy, w), want_dx, rtol=1e-7)
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(stride=2, pad=1, flipped=True, groups=2)], ids=str)
+def test_complex_matches_zygote_pullback_of_conv(kw):
+    rng = np.random.default_rng(7)
+    x, w = _cplx(rng, (5, 4, 2, 1)), _cplx(rng, (3, 2, 2 // kw.get("groups", 1), 2))
+    y, back = fluxjax.pullback(lambda x, w: conv(x, w, **kw), x, w)
+    dy = _cplx(rng, y.shape)
+    dx, dw = back(dy)
+    np.testing.assert_allclose(grad_conv_data(dy, w, x.shape, **kw), dx, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(grad_conv_filter(x, dy, w.shape, **kw), dw, rtol=1e-5, atol=1e-5)
+    # <conv(x, w), dy> == <x, grad_conv_data(dy, w)>, the adjoint identity with the complex inner product
+    np.testing.assert_allclose(np.vdot(dy, y), np.vdot(grad_conv_data(dy, w, x.shape, **kw), x), rtol=1e-4)
+    if "stride" not in kw:  # conv_transpose (outpad 0) is ∇conv_data at the smallest x
+        np.testing.assert_allclose(conv_transpose(dy, w, **kw), dx, rtol=1e-5, atol=1e-5)
+
+
+def test_complex_depthwise_matches_zygote_pullback():
+    rng = np.random.default_rng(8)
+    x, w = _cplx(rng, (5, 4, 2, 1)), _cplx(rng, (3, 2, 2, 2))  # NNlib's (k..., mult, Cin)
+    y, back = fluxjax.pullback(lambda x, w: depthwiseconv(x, w, pad=1), x, w)
+    dy = _cplx(rng, y.shape)
+    dx, dw = back(dy)
+    np.testing.assert_allclose(grad_depthwiseconv_data(dy, w, x.shape, pad=1), dx, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(grad_depthwiseconv_filter(x, dy, w.shape, pad=1), dw, rtol=1e-5, atol=1e-5)

@@ -54,3 +54,18 @@ def test_errors():
         N.grad_upsample_bilinear(jnp.ones((4, 6, 1, 1)), size=(2,))
     with pytest.raises(ValueError, match="3 output channels for 2 input channels"):
         N.grad_depthwiseconv_filter(jnp.ones((5, 5, 2, 1)), jnp.ones((3, 3, 3, 1)), (3, 3))
+
+
+@pytest.mark.parametrize(
+    ("grad", "shape", "size", "ac"),
+    [(N.grad_upsample_linear, (5, 2, 1), 3, False), (N.grad_upsample_bilinear, (4, 5, 1, 1), (2, 3), True),
+     (N.grad_upsample_trilinear, (3, 4, 3, 1, 1), (2, 2, 2), False)],
+    ids=["linear", "bilinear", "trilinear"],
+)
+def test_complex_upsample_gradients_are_real_and_imag_parts(grad, shape, size, ac):
+    # the weights are real, so the adjoint acts on each part alone (NNlib's "Complex-valued upsample")
+    dy = jnp.asarray(R.standard_normal(shape) + 1j * R.standard_normal(shape), jnp.complex64)
+    got = grad(dy, size=size, align_corners=ac)
+    assert got.shape == (*np.atleast_1d(size), *shape[-2:]) and got.dtype == jnp.complex64
+    np.testing.assert_allclose(np.real(got), grad(jnp.real(dy), size=size, align_corners=ac), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(np.imag(got), grad(jnp.imag(dy), size=size, align_corners=ac), rtol=1e-6, atol=1e-6)

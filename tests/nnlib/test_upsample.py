@@ -242,3 +242,25 @@ def test_pixel_shuffle_shapes_flux():
     assert _shape(lambda x: pixel_shuffle(x, 3), (3, 4, 18, 3)) == (9, 12, 2, 3)
     with pytest.raises(ValueError):
         pixel_shuffle(jnp.ones((3, 4, 5, 1)), 2)
+
+
+# --- complex input ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("d", [1, 2, 3])
+def test_complex_upsample_is_real_and_imag_upsampled(d):
+    # NNlib.jl/test/testsuite/upsample.jl, "Complex-valued upsample" (smaller sizes): both parts exactly.
+    interp = (upsample_linear, upsample_bilinear, upsample_trilinear)[d - 1]
+    k = 2
+    rng = np.random.default_rng(d)
+    shape = (*(2, 3, 2)[:d], 1, 1)
+    x = jnp.asarray(rng.standard_normal(shape) + 1j * rng.standard_normal(shape), jnp.complex64)
+    xup = interp(x, k)
+    assert xup.shape == (*(4, 6, 4)[:d], 1, 1) and xup.dtype == jnp.complex64
+    np.testing.assert_array_equal(np.real(xup), interp(jnp.real(x), k))
+    np.testing.assert_array_equal(np.imag(xup), interp(jnp.imag(x), k))
+    upsize = (4, 9, 6)[:d]
+    xup = interp(x, size=upsize)
+    assert xup.shape == (*upsize, 1, 1) and xup.dtype == jnp.complex64
+    np.testing.assert_array_equal(np.real(xup), interp(jnp.real(x), size=upsize))
+    np.testing.assert_array_equal(np.imag(xup), interp(jnp.imag(x), size=upsize))
