@@ -72,9 +72,10 @@ def as_array(layer, x):
 
 def match_eltype(layer, x, dtype=None):
     """Convert `x` to the layer's float type, as Flux: Float64 into a Float32 layer warns once (per
-    layer type) and computes in Float32; integer and Bool input converts silently, and so does any
-    input to a bfloat16 layer. `dtype=None` means the dtype of the layer's own float arrays (float32
-    for integer input to a layer without any)."""
+    layer type) and computes in Float32; a wider float into a float16 layer warns once too, with
+    Flux's other advice (an earlier layer or the data was not converted with `f16`); integer and
+    Bool input converts silently, and so does any input to a bfloat16 layer. `dtype=None` means the
+    dtype of the layer's own float arrays (float32 for integer input to a layer without any)."""
     x = as_array(layer, x)
     xd = x.dtype
     if dtype is None:
@@ -87,15 +88,22 @@ def match_eltype(layer, x, dtype=None):
         if dtype == jnp.bfloat16:  # Flux converts any input for a BFloat16 layer silently
             return jnp.asarray(x, dtype)
         if np.dtype(xd).itemsize > np.dtype(dtype).itemsize:
-            kind = type(layer).__name__
-            if kind not in _warned:
-                _warned.add(kind)
-                warnings.warn(
-                    f"Layer {name(layer)} with {np.dtype(dtype).name} parameters got {describe(x)} input; "
-                    f"converting it to {np.dtype(dtype).name}, which is slow and may be a mistake. "
-                    "Convert the data with fluxjax.f32(x) (or the model with f64) to silence this.",
-                    stacklevel=3,
-                )
+            pd = np.dtype(dtype)
+            # Flux warns (once each) in two cases, with different advice (src/layers/stateless.jl):
+            # Float64 data into a Float32 model is slow; Float32 into a Float16 layer is a bug upstream
+            key = type(layer).__name__ if pd == np.float32 else f"{type(layer).__name__}:{pd.name}"
+            if key not in _warned:
+                _warned.add(key)
+                head = f"Layer {name(layer)} with {pd.name} parameters got {describe(x)} input; converting it to {pd.name}"
+                if pd == np.float32:
+                    msg = (f"{head}, which is slow and may be a mistake. "
+                           "Convert the data with fluxjax.f32(x) (or the model with f64) to silence this.")
+                else:
+                    fn = {"float16": "f16"}.get(pd.name, pd.name)
+                    msg = (f"{head}, but this may indicate a problem in earlier layers: one may still compute in "
+                           f"{np.dtype(xd).name} (convert the whole model with fluxjax.{fn}), or the data was not "
+                           f"converted (use fluxjax.{fn}(x)).")
+                warnings.warn(msg, stacklevel=3)
             return jnp.asarray(x, dtype)
         return x
     if np.issubdtype(xd, np.integer) or np.issubdtype(xd, np.bool_):

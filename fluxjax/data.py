@@ -194,14 +194,33 @@ def onehotbatch(data: Any, labels: Any, default: Any = _MISSING) -> jax.Array:
     return jnp.asarray(out.reshape((n,) + shape))
 
 
+def _jax_holds_exactly(a: np.ndarray) -> bool:
+    """Whether `jnp.asarray(a)` keeps every value of the numeric array `a` (without x64, JAX turns
+    int64 into int32 and float64 into float32, wrapping or rounding what does not fit)."""
+    cd = np.dtype(jax.dtypes.canonicalize_dtype(a.dtype))
+    if cd == a.dtype or a.size == 0:
+        return True
+    if a.dtype.kind in "iu":
+        info = np.iinfo(cd)
+        return bool(a.min() >= info.min and a.max() <= info.max)
+    with np.errstate(over="ignore", invalid="ignore"):
+        back = a.astype(cd).astype(a.dtype)
+    same = (back == a) | (np.isnan(back) & np.isnan(a))
+    return bool(same.all() and (np.signbit(back) == np.signbit(a)).all())
+
+
 def onecold(y: Any, labels: Any = None) -> Any:
     """Inverse of :func:`onehotbatch`: the index of the largest entry along axis 0, looked up in
     `labels`. Without labels, 0-based indices.
 
-    A vector gives one result (a Python int, or the label); an N-D array gives one per column:
-    a jax int array of shape `y.shape[1:]` for indices or numeric labels, a (nested) list for
-    other labels. A NaN maximum in a vector raises `ValueError`, as OneHotArrays.jl.
-    Under `jax.jit` it returns traced indices (labels must be numeric).
+    A vector gives one result (a Python int, or the label); an N-D array gives one per column,
+    exactly `labels[i]` as OneHotArrays.jl: a jax array of shape `y.shape[1:]` for indices, and for
+    numeric labels that JAX holds exactly (without `jax_enable_x64`: ints that fit in 32 bits,
+    floats exact in float32); a NumPy array in the labels' own dtype for other numeric labels
+    (`2**40`, `uint32` 3e9, float64 `0.1`), so they are never wrapped or rounded; a (nested) list
+    for other labels. A NaN maximum in a vector raises `ValueError`, as OneHotArrays.jl.
+    Under `jax.jit` it returns traced indices, or traced labels when they are numeric and JAX
+    holds them exactly (otherwise a `TypeError`).
 
     ```python
     >>> onecold(jnp.array([1, 2, 5, 3.0]))                       # 2
@@ -210,6 +229,8 @@ def onecold(y: Any, labels: Any = None) -> Any:
     Array([2, 0, 3], dtype=int32)
     >>> onecold(jnp.array([1, 2, 5, 3.0]), "ABCD")               # 'C'
     'C'
+    >>> onecold(jnp.array([[0.9, 0.1], [0.1, 0.9]]), [2**40, 7])    # 64-bit labels, not wrapped
+    array([1099511627776,             7])
 
     ```
     """
@@ -231,9 +252,21 @@ def onecold(y: Any, labels: Any = None) -> Any:
         return i if labs is None else labs[i]
     if labs is None:
         return idx
-    lab_arr = np.asarray(labs)
+    # the labels' own dtype: an array keeps it (uint32 stays uint32), a list gives NumPy's
+    lab_arr = np.asarray(labels) if isinstance(labels, (np.ndarray, jax.Array)) else np.asarray(labs)
     if lab_arr.dtype.kind in "iubf":
-        return jnp.asarray(lab_arr)[idx]
+        exact = _jax_holds_exactly(lab_arr)
+        if not concrete:
+            if not exact:
+                raise TypeError(
+                    f"onecold: labels {_short(labs)} ({lab_arr.dtype}) cannot be held exactly by JAX "
+                    f"({jax.dtypes.canonicalize_dtype(lab_arr.dtype)}, jax_enable_x64 is off), so they cannot "
+                    "be looked up under a jax transformation; take the indices onecold(y) inside jit and "
+                    "index the labels outside it, or enable jax_enable_x64"
+                )
+            return jnp.asarray(lab_arr)[idx]
+        picked = lab_arr[np.asarray(idx)]  # labels[i] exactly, as OneHotArrays.jl
+        return jnp.asarray(picked) if exact else picked
     if not concrete:
         raise TypeError("onecold with non-numeric labels cannot run under jax transformations")
     picked = np.empty(idx.shape, dtype=object)

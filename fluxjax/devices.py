@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .core.layer import is_array
+from .core.walk import walk
 from .functors import fmap
 from .layers.normalise import KEEP_FLOAT32
 from .random import next_key
@@ -18,18 +19,45 @@ from .random import next_key
 BFloat16 = jnp.bfloat16  # Julia's BFloat16 (BFloat16s.jl), which Flux re-exports
 
 
+# Flux (src/functor.jl) converts complex float arrays too, to `Complex{T}`
+_COMPLEX = {np.dtype(jnp.float32): np.dtype(np.complex64), np.dtype(jnp.float64): np.dtype(np.complex128)}
+
+
+class _NoComplexHalf(TypeError):
+    """A complex array met by `f16`/`bf16`: JAX has no complex float16 or bfloat16 type."""
+
+
 def _cast(dtype):
+    cdtype = _COMPLEX.get(np.dtype(dtype))
+
     def f(x):
+        if not is_array(x):
+            return x
         # jnp.issubdtype: numpy does not count bfloat16 (an ml_dtypes type) as floating
-        if is_array(x) and jnp.issubdtype(x.dtype, jnp.floating) and x.dtype != dtype:
+        if jnp.issubdtype(x.dtype, jnp.floating) and x.dtype != dtype:
             return jnp.asarray(x, dtype)
+        if jnp.issubdtype(x.dtype, jnp.complexfloating):
+            if cdtype is None:
+                raise _NoComplexHalf(x.dtype)
+            if x.dtype != cdtype:
+                return jnp.asarray(x, cdtype)
         return x
 
     return f
 
 
+def _complex_path(m: Any) -> str:
+    """Where the first complex array in `m` is, for messages (`model[0].layers[1].weight`)."""
+    w = walk([m], paths=True)
+    for leaf, path in zip(w.leaves, w.paths):
+        if is_array(leaf) and jnp.issubdtype(leaf.dtype, jnp.complexfloating):
+            return f"model{path[1:]}" if path[1:] else "the argument"
+    return "a complex array"
+
+
 def f32(m: Any) -> Any:
-    """Convert every float array in `m` to float32 (integer arrays and RNG keys are left alone).
+    """Convert every float array in `m` to float32, and every complex one to complex64 (Flux's
+    `Complex{Float32}`); integer arrays and RNG keys are left alone.
 
     ```python
     >>> f32(np.ones(2))
@@ -43,9 +71,10 @@ def f32(m: Any) -> Any:
 
 
 def f64(m: Any) -> Any:
-    """Convert every float array in `m` to float64. Needs `jax.config.update("jax_enable_x64", True)`
-    (or a `with jax.enable_x64(True):` block): JAX's x64 mode is off by default, and without it JAX has
-    no float64 arrays, so `f64` raises rather than return float32.
+    """Convert every float array in `m` to float64, and every complex one to complex128. Needs
+    `jax.config.update("jax_enable_x64", True)` (or a `with jax.enable_x64(True):` block): JAX's x64
+    mode is off by default, and without it JAX has no float64 arrays, so `f64` raises rather than
+    return float32.
 
     ```python
     >>> f64(Dense(2, 3))                           # x64 off (JAX's default)
@@ -68,12 +97,21 @@ def _half(m: Any, dtype) -> Any:
     and affine parameters in float32 (mixed precision: the data through them stays half, see
     fluxjax/layers/normalise.py); every other float array becomes `dtype`."""
     keep = lambda v: isinstance(v, KEEP_FLOAT32)
-    return fmap(lambda v: f32(v) if keep(v) else _cast(dtype)(v), m, exclude=lambda v: keep(v) or is_array(v))
+    try:
+        return fmap(lambda v: f32(v) if keep(v) else _cast(dtype)(v), m, exclude=lambda v: keep(v) or is_array(v))
+    except _NoComplexHalf as e:
+        fn, julia = ("f16", "ComplexF16") if np.dtype(dtype) == np.dtype(jnp.float16) else ("bf16", "Complex{BFloat16}")
+        raise TypeError(
+            f"{fn}: {_complex_path(m)} is {e.args[0]}; Flux would make it {julia}, "
+            f"but JAX has no complex {np.dtype(dtype).name} type. Keep complex arrays in complex64 "
+            f"(convert the model with fluxjax.f32), or split them into real and imaginary parts"
+        ) from None
 
 
 def f16(m: Any) -> Any:
     """Convert the float arrays in `m` to float16 (Flux's `f16`); normalisation layers other than
-    `LayerNorm` stay float32 (mixed precision, as Flux).
+    `LayerNorm` stay float32 (mixed precision, as Flux). A complex array raises `TypeError` (Flux makes
+    it `ComplexF16`, which JAX lacks): keep such a model in `f32`.
 
     ```python
     >>> f16(Dense(2, 3)).weight.dtype
@@ -87,7 +125,8 @@ def f16(m: Any) -> Any:
 def bf16(m: Any) -> Any:
     """Convert the float arrays in `m` to bfloat16 (Flux's `bf16`); normalisation layers other than
     `LayerNorm` stay float32 (mixed precision, as Flux). Same exponent range as float32, 8 bits of
-    mantissa: `bf16(jnp.array([1, 1.5, -2.25, 96.]))` is exact.
+    mantissa: `bf16(jnp.array([1, 1.5, -2.25, 96.]))` is exact. A complex array raises `TypeError`
+    (JAX has no complex bfloat16).
 
     ```python
     >>> bf16(Dense(2, 3)).weight.dtype
