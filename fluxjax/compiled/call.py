@@ -28,8 +28,10 @@ from ..core.layer import structure_version
 from ..core.region import TRACER_ERROR, commit, current_region, mode_context, run_in_region
 from ..core.walk import Slot, Walk, set_many, walk
 from ..random import default_key, default_rng
+from . import hostrandom
 from .entry import Entry, shared_output
 from .plan import Containers, Plan, is_data, refresh_reads
+from .pure import tracing
 
 PLAN_MISSES = 3  # see Entry.unused_plans
 PLAN_RETRY = 64  # ... and then a plan is made again every PLAN_RETRY walks, in case the calls settled
@@ -355,8 +357,11 @@ class Jitted:
                 return changed, extra, shared_output(result[0])
 
             containers = Containers(w.containers)
+            rngs = hostrandom.Snapshot(w.host_rngs)
             _, (changed, extra, (out_leaves, tree)) = run_in_region(run, zip(w.slots, xs), collect,
                                                                     fields_set=entry.wrote_fields.extend)
+            if rngs.changed():
+                hostrandom.drew(box[n_args + 1], tracing(), rngs)
             if not containers.holds():
                 entry.wrote_fields.append("a list or dict of the arguments (an item set, added or removed)")
             entry.note_output(leaves, tree)

@@ -49,6 +49,7 @@ from ..core.sharing import sharing
 from ..core.static_writes import static_writes
 from ..core.walk import ARRAY_TYPES
 from ..random import default_rng
+from . import hostrandom
 from .access import rebuilder
 from .options import with_defaults
 
@@ -230,10 +231,14 @@ def _compile(fn: Callable, treedef: Any, index: list, keep: tuple, in_order: Any
         stats["compiles"] += 1
         tracers = [uniq[j] for j in index]
         key = default_rng.key
+        host = hostrandom.Snapshot()
         with sharing(), static_writes() as log:
             res = fn(restore_order(treedef.unflatten(tracers), in_order))
             if log.changed():  # a rule that sets a field of its own: done once, at the trace
                 raise _Impure
+        if host.changed():  # a custom rule drawing with np.random: per call, op by op
+            host.restore()
+            raise _Impure
         if default_rng.key is not key:  # drawn at trace time: a constant of the program
             default_rng.key = key
             raise _Impure

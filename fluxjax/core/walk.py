@@ -12,6 +12,7 @@ walk's leaves replaced, visiting exactly what the walk visits: the one rebuild.
 from __future__ import annotations
 
 import functools
+import random
 import types
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -39,6 +40,7 @@ NUMBER_TYPES = (int, float, complex, np.number, np.bool_)  # Python and NumPy nu
 OPAQUE_TYPES = (types.FunctionType, types.BuiltinFunctionType, str, type, functools.partial)
 _ARRAY = (jax.Array, np.ndarray)
 ARRAY_TYPES = _ARRAY
+HOST_RNG_TYPES = (np.random.Generator, np.random.RandomState, random.Random)  # see compiled/hostrandom.py
 
 # Pytree node types (besides layers, lists, tuples and dicts) whose structure changes only through
 # `__setattr__` calls that `bump()` the structure version; `fluxjax.jit` may then reuse a walk.
@@ -194,7 +196,7 @@ class Walk:
     """Result of `walk`: `leaves`, their `slots`, `roles` (PARAM/STATE/OTHER) and `signature`."""
 
     __slots__ = ("leaves", "slots", "roles", "signature", "layers", "layer_list", "paths", "containers", "reusable", "starts",
-                 "watched", "watch", "plain", "read_arrays")
+                 "watched", "watch", "plain", "read_arrays", "host_rngs")
 
     def __init__(self, paths):
         self.leaves: list[Any] = []
@@ -215,6 +217,7 @@ class Walk:
         # and `params` refuse them rather than leave their arrays silently without a gradient
         self.plain: list[Any] = []
         self.read_arrays = False  # whether arrays the functions read are inputs (leaves), not constants
+        self.host_rngs: list[Any] = []  # NumPy / Python random generators met (see compiled/hostrandom.py)
 
 
 def walk(root: list, paths: bool = False, functions: bool = False, read_arrays: bool = False) -> Walk:
@@ -307,6 +310,8 @@ def walk(root: list, paths: bool = False, functions: bool = False, read_arrays: 
             sub, treedef = node_children(v)
             if treedef.num_nodes == 1 and treedef.num_leaves == 1 and sub and sub[0] is v:
                 sig.append(("static", static_key(v, w.watch)))  # an opaque non-pytree object: static
+                if isinstance(v, HOST_RNG_TYPES):
+                    w.host_rngs.append(v)
                 if functions and not is_library(t):  # what its methods read (a callable loss object)
                     visit_class(t, (*(reading[-1] if reading else ()), "__call__"))
                 if not const and plain_with_parameters(v):
