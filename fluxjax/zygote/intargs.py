@@ -19,22 +19,26 @@ def _traced(f, args, name, first_only):
     return traced_with(f, args, name, lambda plan: _run_vjp(plan, first_only))
 
 
-_INT_ERRORS = (TypeError, ValueError, IndexError)  # the kinds of error a float in an int's place raises
-# (jax raises ValueError "Non-hashable static arguments" for a static argument of a jitted function)
-_INDEX_WORDS = ("integer", "non-hashable static", "slice indices", "indices must be")
+# What `f` may raise because an integer is traced as a float: under Zygote an `Int` stays an `Int` in the
+# forward pass, so a float in its place is fluxjax's doing, and it fails in more ways than any list of
+# messages can name (an index or a size: TracerIntegerConversionError; an axis: "iteration over a 0-d
+# array", ConcretizationTypeError; a static argument: "unhashable type" or ValueError "Non-hashable
+# static"; `range(d)`, `[0] * d`, a dict key, an int-only method, `assert isinstance(d, int)`). Any of
+# these makes `f` run again with the ints held as they are: an error that remains then is `f`'s own,
+# and is raised as that run raised it; one that goes away was the float's. Exceptions outside this set
+# (fluxjax's own control flow, as `IntsUndecided`; RuntimeError, ...) pass through at once.
+_INT_ERRORS = (TypeError, ValueError, LookupError, AttributeError, NotImplementedError, AssertionError)
 _DECIDED: dict[Any, frozenset] = {}  # (f's code, the ints) -> the ints held static: decided once
 _MAX_DECIDED = 4096
 
 
-def _is_index_error(e: BaseException) -> bool:
-    """Whether `e` is what a float tracer in the place of an integer raises (an index, a size, an axis,
-    a bitwise operation, a static argument), not an error of `f`'s own."""
-    if isinstance(e, (jax.errors.TracerIntegerConversionError, jax.errors.ConcretizationTypeError)):
-        return True
-    msg = str(e).lower()
-    if isinstance(e, TypeError) and "unhashable type" in msg and "tracer" in msg:
-        return True  # a float tracer where jax needs a static int (`jnp.tile(x, n)`)
-    return isinstance(e, _INT_ERRORS) and any(w in msg for w in _INDEX_WORDS)
+def _attempt(run, plan) -> tuple[Any, bool]:
+    """`(run(plan), True)`, or `(None, False)` when it raises one of `_INT_ERRORS`: an error that may be
+    the float's in an int's place (see `_search`, which reruns `f` with the ints held to tell)."""
+    try:
+        return run(plan), True
+    except _INT_ERRORS:
+        return None, False
 
 
 def _code_of(f) -> Any:
@@ -80,31 +84,25 @@ def _same_output(a, b, concrete: bool) -> bool:
 
 
 def _search(f, args, name, run, plan):
-    """Which ints `f` can take as floats: all of them, or (when that raises an index error) none, then
-    each one alone where `f` allows it. An integer that changes what `f` returns when traced as a float
+    """Which ints `f` can take as floats: all of them, or (when that raises one of `_INT_ERRORS`) none,
+    then each one alone where `f` allows it; if `f` fails with none of them as floats, that error is
+    raised. An integer that changes what `f` returns when traced as a float
     (a layer that reads integer input as indices and float input as one-hot, as `Embedding`) is held
     static too: that check compares values, so it needs concrete ones (inside a trace that fluxjax
     starts on its own it raises `IntsUndecided`; inside the user's own trace it compares shapes only).
     `(plan, run(plan), static, decided)`; `decided` says whether the values were compared."""
     static: frozenset = frozenset()
-    try:
-        res = run(plan)
-    except _INT_ERRORS as e:
-        if not _is_index_error(e):
-            raise
+    res, ok = _attempt(run, plan)
+    if not ok:
         static = frozenset(plan.ints)
         plan = _plan(f, args, name, static)
-        res = run(plan)  # still failing: not the ints' fault, raise that error
+        res = run(plan)  # still failing with the ints held: not the ints' fault, `f`'s own error is raised
         for i in sorted(static):
             trial = static - {i}
-            try:
-                p2 = _plan(f, args, name, trial)
-                r2 = run(p2)
-            except _INT_ERRORS as e:
-                if not _is_index_error(e):
-                    raise
-                continue
-            static, plan, res = trial, p2, r2
+            p2 = _plan(f, args, name, trial)
+            r2, ok = _attempt(run, p2)
+            if ok:  # all held ran, so an error here is int `i`'s as a float: it stays held
+                static, plan, res = trial, p2, r2
     free = [i for i in plan.ints if i not in static]
     if not free:
         return plan, res, static, True
@@ -128,9 +126,10 @@ def _forward(f, args, name, static):
 def traced_with(f, args, name, run):
     """`(plan, run(plan))` for the plan of `f(*args)`. Python ints and integer arrays are differentiated
     as numbers, as Zygote does (`gradient(x -> 3x^2 + 2x + 1, 5) == (32,)`, `jacobian(a -> 100*a[1:3].^2,
-    1:7)`), which needs a float tracer in their place; when that makes `f` fail with an index error (an
-    int used as an index, a size or an axis, where Zygote's rules give `nothing`), or changes the shape of
-    what `f` returns (`Embedding` reads float input as one-hot), those ints are held static instead and
+    1:7)`), which needs a float tracer in their place; when that makes `f` fail (an int used as an index,
+    a size or an axis, where Zygote's rules give `nothing`: any error of `_INT_ERRORS` that goes away
+    with the ints held, whatever its message; one that does not is `f`'s own and is raised), or
+    changes the shape of what `f` returns (`Embedding` reads float input as one-hot), those ints are held static instead and
     get `None` (see `_search`; `f` runs more than once then). The decision is kept per `f`'s code and
     the ints' positions, shapes and dtypes, so a loop decides once; an error under a kept decision
     decides again."""
@@ -140,12 +139,13 @@ def traced_with(f, args, name, run):
     key = (_code_of(f), plan.key)
     static = _DECIDED.get(key)
     if static is not None:
-        try:
-            held = _plan(f, args, name, static) if static else plan
+        if static == frozenset(plan.ints):  # all held: an error is f's own
+            held = _plan(f, args, name, static)
             return held, run(held)
-        except _INT_ERRORS as e:
-            if not _is_index_error(e):
-                raise
+        held = _plan(f, args, name, static) if static else plan
+        res, ok = _attempt(run, held)
+        if ok:
+            return held, res
     plan, res, static, decided = _search(f, args, name, run, plan)
     if decided:
         if len(_DECIDED) >= _MAX_DECIDED:
