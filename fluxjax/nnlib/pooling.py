@@ -9,6 +9,7 @@ the keywords.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from typing import Any
@@ -72,27 +73,98 @@ def maxpool(
     ```
     """
     x = jnp.asarray(x)
-    dims, strides, padding, dil = _window(x, k, stride, pad, dilation, "maxpool")
-    # The init value must be a concrete scalar for JAX to use its differentiable max-window rule.
-    init = np.array(-np.inf if jnp.issubdtype(x.dtype, jnp.floating) else jnp.iinfo(x.dtype).min, x.dtype)
-    if any(d != 1 for d in dil):
-        return from_last(_dilated_max(to_last(x), init, dims, strides, padding, dil))
-    return from_last(lax.reduce_window(to_last(x), init, lax.max, dims, strides, padding, window_dilation=dil))
+    w = _window(x, k, stride, pad, dilation, "maxpool")
+    if jnp.issubdtype(x.dtype, jnp.floating):
+        return from_last(_max_window(to_last(x), w))
+    return from_last(_reduce_max(to_last(x), w, np.array(jnp.iinfo(x.dtype).min, x.dtype)))
 
 
-def _dilated_max(x: jax.Array, init: np.ndarray, dims, strides, padding, dil) -> jax.Array:
-    """`reduce_window` max with a window dilation, which JAX cannot differentiate: the window's
-    elements are strided slices of the padded `x`, stacked, and the first maximum is taken, so the
-    gradient goes to that one element, as NNlib's `∇maxpool` sends it."""
-    x = lax.pad(x, init, [(lo, hi, 0) for lo, hi in padding])
-    out = [(n - (k - 1) * d - 1) // s + 1 for n, k, s, d in zip(x.shape, dims, strides, dil, strict=True)]
-    slices = [
+def _reduce_max(x: jax.Array, w: Window, init: np.ndarray) -> jax.Array:
+    dims, strides, padding, dil = w
+    return lax.reduce_window(x, init, lax.max, dims, strides, padding, window_dilation=dil)
+
+
+# NNlib's `∇maxpool` (src/impl/pooling_direct.jl) scans each window with the first spatial dim fastest
+# (`for kd, kh, kw`), skipping padded positions, and sends all of `dy` to the first element equal to
+# the maximum; a window whose maximum is `-Inf` (all padding or `-Inf`) sends nothing, as NNlib's
+# maximum starts at `nextfloat(-Inf)` there. JAX's own rule for `reduce_window` max picks another
+# element at ties (and cannot differentiate a window dilation), so the derivative is given here as a
+# JVP (forward mode; reverse mode is its transpose): each output's tangent is that one element's.
+# Windows of up to `_UNROLLED` elements are read as strided slices of the padded input, one per
+# window offset; larger ones (global and adaptive pooling) by a `reduce_window` that carries each
+# element's column-major position with its value and keeps the smaller position at ties.
+_UNROLLED = 16
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
+def _max_window(x: jax.Array, w: Window) -> jax.Array:
+    """`reduce_window` max of the channels-last, floating `x` over the window `w`, padding `-Inf`."""
+    return _reduce_max(x, w, np.array(-np.inf, x.dtype))
+
+
+@_max_window.defjvp
+def _max_window_jvp(w: Window, primals: tuple, tangents: tuple) -> tuple[jax.Array, jax.Array]:
+    (x,), (t,) = primals, tangents
+    y = _max_window(x, w)
+    first_max = _first_max_unrolled if math.prod(w[0]) <= _UNROLLED else _first_max_indexed
+    return y, first_max(x, t, y, w)
+
+
+def _offset_slices(x: jax.Array, w: Window, out: tuple[int, ...]) -> list[jax.Array]:
+    """The padded `x` seen at each offset of the window, in NNlib's scan order (first spatial dim
+    fastest): `out`-shaped strided slices."""
+    dims, strides, _, dil = w
+    offsets = [o[::-1] for o in itertools.product(*(range(k) for k in dims[::-1]))]
+    return [
         lax.slice(x, [o * d for o, d in zip(offset, dil, strict=True)],
                   [o * d + (m - 1) * s + 1 for o, d, m, s in zip(offset, dil, out, strides, strict=True)], strides)
-        for offset in itertools.product(*(range(k) for k in dims))
+        for offset in offsets
     ]
-    stacked = jnp.stack(slices)
-    return jnp.take_along_axis(stacked, jnp.argmax(stacked, axis=0)[None], axis=0)[0]
+
+
+def _first_max_unrolled(x: jax.Array, t: jax.Array, y: jax.Array, w: Window) -> jax.Array:
+    """The tangent `t` at each window's first element equal to its maximum `y` (0 where `y` is `-Inf`
+    or NaN): which offset that is, then a `select_n` among the offsets' slices of `t`. Padding
+    (`-Inf`) can only equal a `y` of `-Inf`, so it is never chosen."""
+    config = [(lo, hi, 0) for lo, hi in w[2]]
+    xs = _offset_slices(lax.pad(x, np.array(-np.inf, x.dtype), config), w, y.shape)
+    none = np.int32(len(xs))
+    which = jnp.full(y.shape, none)
+    for j in reversed(range(len(xs))):
+        which = jnp.where(xs[j] == y, np.int32(j), which)
+    which = jnp.where(y > -np.inf, which, none)
+    ts = _offset_slices(lax.pad(t, np.array(0, t.dtype), config), w, y.shape)
+    return lax.select_n(which, *ts, jnp.zeros_like(y))
+
+
+def _first_max_indexed(x: jax.Array, t: jax.Array, y: jax.Array, w: Window) -> jax.Array:
+    """As `_first_max_unrolled`, for large windows: a `reduce_window` over `(value, position)` pairs
+    finds each window's maximum and, at ties, its smallest column-major position (NNlib's scan order
+    within any window; NaN loses to everything, padding has the largest position); the tangent is
+    gathered from there."""
+    dims, strides, padding, dil = w
+    space = x.shape[1:-1]
+    col_strides = np.cumprod((1, *space[:-1]))
+    iota = [lax.broadcasted_iota(np.int32, (1, *space, 1), a + 1) for a in range(len(space))]
+    position = jnp.broadcast_to(sum(i * np.int32(c) for i, c in zip(iota, col_strides, strict=True)), x.shape)
+
+    def first_max(a, b):
+        (va, pa), (vb, pb) = a, b
+        a_nan, b_nan = jnp.isnan(va), jnp.isnan(vb)
+        first = pa < pb
+        take_a = jnp.where(a_nan | b_nan, b_nan & (~a_nan | first), (va > vb) | ((va == vb) & first))
+        return lax.select(take_a, va, vb), lax.select(take_a, pa, pb)
+
+    init = (np.array(-np.inf, x.dtype), np.int32(np.iinfo(np.int32).max))
+    m, pos = lax.reduce_window((x, position), init, first_max, dims, strides, padding, window_dilation=dil)
+    found = (m == y) & (y > -np.inf)
+    # The row-major position of (spatial...) in `x`, to gather from `t` reshaped to (N, prod(space), C).
+    row_strides = np.cumprod((1, *space[:0:-1]))[::-1]
+    flat = sum(((pos // np.int32(c)) % np.int32(n)) * np.int32(r)
+               for c, n, r in zip(col_strides, space, row_strides, strict=True))
+    flat = jnp.where(found, flat, 0).reshape(y.shape[0], -1, y.shape[-1])
+    got = jnp.take_along_axis(t.reshape(t.shape[0], -1, t.shape[-1]), flat, axis=1, mode="clip")
+    return jnp.where(found, got.reshape(y.shape), 0)
 
 
 def meanpool(

@@ -11,7 +11,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from fluxjax.nnlib import lpnormpool, maxpool, meanpool
+import fluxjax
+from fluxjax.nnlib import PoolDims, grad_maxpool, lpnormpool, maxpool, meanpool
 from fluxjax.nnlib.conv import pad_pairs
 
 
@@ -306,3 +307,81 @@ def test_maxpool_pads_with_minus_infinity_and_lp_relations():
     np.testing.assert_allclose(lp2**2 / 6, mean2, rtol=1e-5)
     with pytest.raises(ValueError):
         lpnormpool(xr, 0, (2, 2))
+
+
+def ref_maxpool_choice(x, k, *, stride, pad, dilation):
+    """NNlib's `∇maxpool_direct!` by loops: for each window, the flat (C-order) index in `x` of the
+    element that gets `dy` (-1 for none), and the max of the window's in-bounds elements. The window is
+    scanned with the first spatial dim fastest, padding skipped; NNlib's maximum starts at
+    `nextfloat(-Inf)`, so an all-`-Inf` window chooses nothing. (NNlib compares with `≈`; exact here.)"""
+    n = x.ndim - 2
+    pads = pad_pairs(pad, n)
+    out = [(x.shape[i] + sum(pads[i]) - (k[i] - 1) * dilation[i] - 1) // stride[i] + 1 for i in range(n)]
+    offsets = [o[::-1] for o in itertools.product(*map(range, k[::-1]))]
+    flat = np.arange(x.size).reshape(x.shape)
+    choice = np.full(out + list(x.shape[-2:]), -1)
+    y = np.full(choice.shape, -np.inf)
+    for o in itertools.product(*map(range, out)):
+        idxs = [i for i in (tuple(o[d] * stride[d] - pads[d][0] + off[d] * dilation[d] for d in range(n))
+                            for off in offsets) if all(0 <= i[d] < x.shape[d] for d in range(n))]
+        m = np.full(x.shape[-2:], np.nextafter(np.float32(-np.inf), np.float32(0)))
+        for i in idxs:
+            m = np.where(x[i] > m, x[i], m)
+            y[o] = np.maximum(y[o], x[i])
+        for i in idxs[::-1]:
+            choice[o] = np.where(x[i] == m, flat[i], choice[o])
+    return y, choice
+
+
+def test_maxpool_grad_tie_goes_to_first_maximum_in_column_major_order():
+    # x[w, h] = [0 5; 5 0]: NNlib scans w fastest, so x[2, 1] (here [1, 0]) is the first maximum.
+    x = jnp.asarray([[0.0, 5.0], [5.0, 0.0]])[:, :, None, None]
+    want = np.array([[0.0, 0.0], [1.0, 0.0]])
+    y = maxpool(x, (2, 2))
+    grads = [
+        *_run(lambda x: (jax.grad(lambda x: jnp.sum(maxpool(x, (2, 2))))(x),
+                         grad_maxpool(jnp.ones_like(y), y, x, PoolDims(x.shape, (2, 2)))), x),
+        *(fluxjax.gradient(lambda x, m=m: jnp.sum(m(x)), x)[0]
+          for m in (fluxjax.MaxPool((2, 2)), fluxjax.GlobalMaxPool(), fluxjax.AdaptiveMaxPool((1, 1)))),
+    ]
+    for g in grads:
+        np.testing.assert_array_equal(np.asarray(g)[:, :, 0, 0], want)
+
+
+@pytest.mark.parametrize(
+    "shape,k,kw",
+    [
+        ((9, 2, 2), (3,), {"stride": 1, "pad": 1}),
+        ((9, 2, 2), (3,), {"stride": 2, "pad": (2, 1), "dilation": 2}),
+        ((7, 6, 2, 2), (2, 2), {}),
+        ((7, 6, 2, 2), (3, 2), {"stride": (2, 1), "pad": (1, 0, 1, 1)}),
+        ((7, 7, 1, 2), (3, 3), {"stride": 1, "pad": 1, "dilation": (2, 1)}),
+        ((5, 4, 6, 1, 2), (2, 2, 3), {"stride": (1, 2, 2), "pad": (1, 1, 0)}),
+        ((9, 8, 2, 1), (5, 4), {"stride": (2, 3), "pad": (1, 2, 0, 1)}),  # > 16 elements: indexed path
+        ((6, 5, 2, 1), (6, 5), {}),
+    ],
+)
+def test_maxpool_grad_matches_nnlib_scan_order(shape, k, kw):
+    # Integer-valued x has many ties; in 1-D its first entries are -Inf, so a window holds only -Inf.
+    rng = np.random.default_rng(0)
+    n = len(k)
+    stride = np.broadcast_to(kw.get("stride", k), (n,))
+    dilation = np.broadcast_to(kw.get("dilation", 1), (n,))
+    x = rng.integers(0, 3, shape).astype(np.float32)
+    x[: (k[0] - 1) * dilation[0] + 1 if n == 1 else 1] = -np.inf
+    y_ref, choice = ref_maxpool_choice(x, k, stride=stride, pad=kw.get("pad", 0), dilation=dilation)
+    dy = rng.integers(1, 9, y_ref.shape).astype(np.float32)
+    t = rng.integers(1, 9, shape).astype(np.float32)
+    dx_ref = np.zeros(x.size, np.float32)
+    np.add.at(dx_ref, choice[choice >= 0], dy[choice >= 0])
+    ty_ref = np.where(choice >= 0, t.ravel()[choice], 0)
+
+    def f(x, dy, t):
+        pool = lambda x: maxpool(x, k, **kw)
+        y, back = jax.vjp(pool, x)
+        return y, back(dy)[0], jax.jvp(pool, (x,), (t,))[1]
+
+    y, dx, ty = _run(f, jnp.asarray(x), jnp.asarray(dy), jnp.asarray(t))
+    np.testing.assert_array_equal(y, y_ref)
+    np.testing.assert_array_equal(dx, dx_ref.reshape(shape))
+    np.testing.assert_array_equal(ty, ty_ref)
