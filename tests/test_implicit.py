@@ -516,3 +516,41 @@ def test_jit_step_over_params_naming_a_layer_the_loss_reads_only_through_them(ru
 
     for a, b in zip(run(True), run(False)):
         close(a, b, rtol=1e-5)
+
+
+# Zygote keys implicit gradients by identity (its IdDict cache, lib.jl's accum_param, also for globals
+# read through a Ref): every use of a parameter counts, through whatever layer or global holds it.
+W_ALIAS = jnp.array([[1.0, -2.0]])
+X_ALIAS = jnp.array([[1.0, 2.0, 0.5], [-1.0, 0.0, 3.0]])
+W_EQUAL = jnp.array([[1.0, -2.0]])
+
+
+@pytest.mark.parametrize("jit", [True, False])
+def test_a_parameter_used_through_another_holder_counts(jit):
+    d1, d2 = Dense(W_ALIAS, False), Dense(W_ALIAS, False)  # Flux's Dense(W) stores W itself: one array
+    ps = params(d1)
+    colsum = np.asarray(X_ALIAS).sum(axis=1)  # d/dW sum(W @ x) = row sums of x, once per use
+    both = gradient(lambda: jnp.sum(d1(X_ALIAS)) + jnp.sum(d2(X_ALIAS) ** 2), ps, jit=jit)[W_ALIAS]
+    close(both, colsum + (2 * (np.asarray(W_ALIAS) @ np.asarray(X_ALIAS))) @ np.asarray(X_ALIAS).T)
+    close(gradient(lambda: jnp.sum(d2(X_ALIAS)), ps, jit=jit)[d1.weight], [colsum])
+    close(gradient(lambda: jnp.sum(W_ALIAS @ X_ALIAS), ps, jit=jit)[d1.weight], [colsum])  # a global
+    closed = W_ALIAS
+    close(gradient(lambda: 3 * jnp.sum(closed @ X_ALIAS), ps, jit=jit)[d1.weight], [3 * colsum])  # a closure cell
+    assert gradient(lambda: jnp.sum(W_EQUAL @ X_ALIAS), ps, jit=jit)[d1.weight] is None  # equal, not the same
+
+
+@pytest.mark.parametrize("jit", [True, False])
+def test_update_steps_every_holder_of_the_parameter(jit):
+    # Flux's update! changes the one array in place: both layers see each step
+    W = jnp.array([[1.0, 1.0]])
+    d1, d2 = Dense(W, False), Dense(W, False)
+    ps, rule = params(d1), fluxjax.Descent(0.1)
+    x1 = jnp.ones((2, 3))
+    for _ in range(2):
+        fluxjax.update_(rule, ps, gradient(lambda: jnp.sum(d1(x1)) + jnp.sum(d2(x1)), ps, jit=jit))
+    close(d1.weight, [[1 - 2 * 0.6, 1 - 2 * 0.6]])
+    assert d2.weight is d1.weight
+    d2.weight = jnp.zeros((1, 2))  # rebound by hand: no longer the parameter, never written by its update
+    fluxjax.update_(rule, ps, gradient(lambda: jnp.sum(d1(x1)), ps, jit=jit))
+    close(d2.weight, [[0.0, 0.0]])
+    close(d1.weight, [[-0.2 - 0.3, -0.2 - 0.3]])

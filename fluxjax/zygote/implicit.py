@@ -16,18 +16,27 @@ from .closure import _referenced
 
 
 class _Entry:
-    __slots__ = ("slots", "array")
+    __slots__ = ("slots", "array", "aliases")
 
     def __init__(self, array, slots):
         self.array, self.slots = array, slots
+        self.aliases: list[Slot] = []  # other places found holding the array (see `Params._aliases`)
 
     def value(self):
         return self.slots[0].get() if self.slots else self.array
 
     def set(self, value):
+        old = self.value()
         self.array = value
         for s in self.slots:
             commit(s, value)
+        for s in self.aliases:  # Flux updates the one array in place: every place holding it sees the step
+            try:
+                here = s.get()
+            except (KeyError, IndexError, AttributeError, ValueError):  # the place is gone
+                continue
+            if here is old:
+                commit(s, value)
 
 
 class Params:
@@ -177,6 +186,38 @@ class Params:
     def flat(self):
         """Zygote's `copy!(v, ps)`: all parameters as one column-major vector."""
         return jnp.concatenate([jnp.ravel(x.T) for x in self]) if len(self) else jnp.zeros((0,))
+
+    def _aliases(self, f) -> list[list]:
+        """For each entry, the other places `f` reaches (its globals and closure cells, and the layers and
+        containers they hold) that hold the same array object: Zygote's implicit gradients are keyed by
+        identity (an `IdDict`), so a use of the parameter through another layer that holds it (`Dense(W)`
+        twice) or through a global counts as well."""
+        current = {id(e.value()): i for i, e in enumerate(self._entries)}
+        known = {s.ident() for e in self._entries for s in e.slots}
+        aliases = {s.ident() for e in self._entries for s in e.aliases}
+        extra: list[list] = [[] for _ in self._entries]
+        if not current:
+            return extra
+
+        def add(v, slot):
+            i = current.get(id(v))
+            if i is not None and slot.ident() not in known:
+                known.add(slot.ident())
+                extra[i].append(slot)
+                if slot.ident() not in aliases:  # kept: `update_` steps it too
+                    self._entries[i].aliases.append(slot)
+
+        for _, _, v, slot in _referenced(f):
+            if is_array(v):
+                add(v, slot)
+            elif is_layer(v) or isinstance(v, (list, dict, tuple)):
+                root = [v]
+                w = walk(root)
+                for leaf, s in zip(w.leaves, w.slots):
+                    if s.owner is root:  # inside a tuple held by the variable itself: rebind the variable
+                        s = Slot(slot.owner, slot.key, slot.attr, slot.path + s.path)
+                    add(leaf, s)
+        return extra
 
     def _resolve(self, f, name):
         missing = {id(e.array): e for e in self._entries if not e.slots}

@@ -295,7 +295,7 @@ def _implicit_plan(f, ps: Params, name, static=frozenset()) -> _Plan:
     traced as a float, as an argument is (see `traced_with`); `Grads` stays keyed by the array itself."""
     ps._resolve(f, name)
     written: list[Slot] = []
-    fx = _make_fx(f, [e.slots for e in ps._entries], written)
+    fx = _make_fx(f, [e.slots + more for e, more in zip(ps._entries, ps._aliases(f))], written)
     values = [e.value() for e in ps._entries]
     ints = [i for i, v in enumerate(values) if _is_int_array(v) and i not in static]
     primals = [_as_primal(v) if i in ints else v for i, v in enumerate(values)]
