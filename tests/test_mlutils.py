@@ -103,6 +103,9 @@ def test_batchseq_and_batch_sequence():
     np.testing.assert_array_equal(bs[0], [[1, 0, 1], [1, 0, 1]])
     np.testing.assert_array_equal(bs[2], [[1, 0, 0], [1, 0, 0]])
     np.testing.assert_array_equal(bs[3], [[1, 0, 0], [1, 0, 0]])
+    # char-rnn's getdata: `batchseq(Xtext, '_')` over Vector{Char} sequences gives one Vector{Char} per step
+    assert Flux.batchseq([list("hello"), list("hi"), "hey"], "_") == [
+        ["h", "h", "h"], ["e", "i", "e"], ["l", "_", "y"], ["l", "_", "_"], ["o", "_", "_"]]
     # test/batch.jl "batch_sequences"
     y = Flux.batch_sequence([jnp.array([1, 2, 3]), jnp.array([10, 20])])
     assert y.tolist() == [[1, 10], [2, 20], [3, 0]]

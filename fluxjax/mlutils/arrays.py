@@ -164,11 +164,18 @@ def batchseq(seqs: Sequence[Any], val: Any = 0) -> list[jax.Array]:
     >>> batchseq([jnp.array([1, 2, 3]), jnp.array([4, 5])], 0)    # [[1, 4], [2, 5], [3, 0]]
     [Array([1, 4], dtype=int32), Array([2, 5], dtype=int32), Array([3, 0], dtype=int32)]
 
+    >>> batchseq([list("hello"), list("hi")], "_")[2]              # characters: lists (char-rnn's getdata)
+    ['l', '_']
+
     ```
     """
-    xs = [_as_seq(x) for x in seqs]
-    if not xs:
+    if not seqs:
         raise ValueError("batchseq needs at least one sequence")
+    if any(isinstance(x, str) or (isinstance(x, (list, tuple)) and any(isinstance(e, (str, bytes)) for e in x))
+           for x in seqs):  # characters or strings: JAX has no such arrays, so lists of the steps
+        n = max(len(x) for x in seqs)
+        return [[x[i] if i < len(x) else val for x in seqs] for i in range(n)]
+    xs = [_as_seq(x) for x in seqs]
     n = max(x.shape[-1] for x in xs)
     fill = jnp.asarray(val)
     padded = []
