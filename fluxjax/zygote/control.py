@@ -3,17 +3,41 @@
 from __future__ import annotations
 
 import functools
+import types
 from collections.abc import Callable
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax._src.core import trace_state_clean  # no public API says whether a trace is under way
 
 from ..core.layer import is_array
 from ..core.region import commit, current_region, run_in_region, within_gradient, written
 from ..core.walk import walk
 from ..random import default_rng
+from .closure import _referenced
+
+
+def _stores(f: Callable) -> list:
+    """The lists and dicts `f` reads from its globals and closure cells, with their sizes now."""
+    return [(var, v, len(v)) for _, var, v, _ in _referenced(f) if type(v) in (list, dict)]
+
+
+def _check_stores(stores: list) -> None:
+    """Raise if `ignore`'s function put a traced value into one of the lists or dicts it reads (Zygote's
+    `ignore() do; push!(log, l); end`): it would leave the trace as an invalid value."""
+    for var, v, n in stores:
+        new = v[n:] if type(v) is list else (list(v.values()) if len(v) != n or len(v) <= 64 else [])
+        if any(isinstance(e, jax.core.Tracer) for e in jax.tree_util.tree_leaves(new)):
+            if type(v) is list:
+                del v[n:]  # what it appended is taken back: the list holds no invalid value
+            raise RuntimeError(
+                f"ignore: the function stored a traced value in {var!r}. Inside gradient the values are traced "
+                "(Zygote's are numbers), so the stored value would be invalid after the call. Log the value "
+                "from the result instead: return it beside the loss, `val, grads = withgradient(lambda m: "
+                "(loss, {'l': l}), m)` (val[1] is the auxiliary output), or read it after the call."
+            )
 
 
 def dropgrad(x: Any) -> Any:
@@ -45,7 +69,10 @@ def ignore(f: Any) -> Any:
         return dropgrad(f)
     r = current_region()
     before = {} if r is None else {k: s.get() for k, s in r.written.items()}
+    stores = _stores(f) if isinstance(f, types.FunctionType) and not trace_state_clean() else None
     out = f()
+    if stores:
+        _check_stores(stores)
     if r is not None:
         for k, s in list(r.written.items()):
             v = s.get()

@@ -33,6 +33,37 @@ def test_ignore():
     same(gradient(f, 1), (1.0,))
 
 
+LOG: list = []
+
+
+def test_ignore_storing_a_traced_value_raises_and_keeps_the_log_clean():
+    # Zygote's `ignore() do; push!(log, l); end` logs a number; inside fluxjax's gradient `l` is traced, and
+    # a traced value left in a list is invalid after the call: a clear error, the append taken back
+    import pytest
+
+    m = fluxjax.Dense(jnp.ones((1, 2)))
+    x = jnp.ones((2, 3))
+    closed: list = []
+    seen: dict = {}
+    stores = {"global": (LOG, lambda l: LOG.append(l)), "closure": (closed, lambda l: closed.append(l)),
+              "dict": (seen, lambda l: seen.__setitem__("l", l))}
+    for where, (log, store) in stores.items():
+        def loss(m, store=store):
+            l = jnp.sum(m(x) ** 2)
+            ignore(lambda: store(l))
+            return l
+
+        for jit in (True, False):
+            with pytest.raises(RuntimeError, match="ignore: the function stored a traced value"):
+                gradient(loss, m, jit=jit)
+            assert where == "dict" or log == []
+    # a concrete value logged, and logging outside gradient, are fine
+    logged = []
+    g = gradient(lambda m: ignore(lambda: logged.append(1.0)) or jnp.sum(m(x)), m)[0]
+    same(g.weight, jnp.full((1, 2), 3.0))
+    assert logged and all(v == 1.0 for v in logged)
+
+
 def test_unused_inputs_read_from_either_layout_of_the_linear_program():
     # `nothing` comes from which tangent inputs jax.vjp's linear program reads. Up to jax 0.10 its inputs
     # are the tangents alone; from 0.11 the residuals come first. Both layouts, as jaxprs:
