@@ -43,7 +43,8 @@ class Region:
     """One transformed region. `differentiating` drives Flux's automatic train mode; `train` (when not
     None) forces it; `rng` (when given) feeds random layers instead of their own keys."""
 
-    __slots__ = ("originals", "written", "before", "differentiating", "train", "rng", "born", "trace", "stands_for")
+    __slots__ = ("originals", "written", "before", "differentiating", "train", "rng", "born", "trace", "stands_for",
+                 "checks")
 
     def __init__(self, differentiating: bool = False, train: bool | None = None, rng=None):
         self.originals: dict[tuple, tuple[Slot, Any]] = {}
@@ -55,6 +56,7 @@ class Region:
         self.born: set[int] = set()  # ids of the layers built inside the region (their fields are their own)
         self.trace = None  # the JAX trace the region's body runs in (set on entry)
         self.stands_for: dict[int, Any] = {}  # id(a value swapped in) -> the object it replaced (see `original`)
+        self.checks: list[tuple[Any, Any, str]] = []  # checks on traced values that could not raise (`note_check`)
 
     def swap(self, slot: Slot, value) -> None:
         k = (id(slot.owner), slot.key)
@@ -284,6 +286,19 @@ def guard_writes(keep) -> None:
             old_leaves = [b if a is b or jnp.result_type(a) == jnp.result_type(b) else jnp.asarray(b, jnp.result_type(a))
                           for a, b in zip(new_leaves, old_leaves)]
             slot.set(select(keep, new, jax.tree_util.tree_unflatten(old_tree, old_leaves)))
+
+
+def note_check(ok: Any, value: Any, message: str) -> bool:
+    """A check on traced values that cannot raise while tracing (ClipNorm's non-finite norm): note it
+    in the innermost region, when the trace under way is that region's own, as `(ok, value, message)`
+    (`ok` a boolean scalar, `value` a scalar, `message.format(float(value))` the error). A caller that
+    runs the region and can act on it (`train_`'s step) reads `Region.checks`; elsewhere the note is
+    unused. Returns whether it was noted."""
+    s = _stack()
+    if not s or s[-1].trace is None or _trace_now() is not s[-1].trace:
+        return False
+    s[-1].checks.append((ok, value, message))
+    return True
 
 
 random_use_state_thread(current_region, rebind)

@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 
 from ..compiled.pure import concrete
+from ..core.region import note_check
 from ._rule_base import Rule, _abs2, _mul_abs2, _pop_lambda, _warn_gamma
 
 __all__ = [
@@ -403,13 +404,22 @@ def _norm(g: jax.Array, p: float) -> jax.Array:
     return jnp.sum(a**q) ** (1 / q)
 
 
+class NonFiniteNorm(ValueError):
+    """``ClipNorm``'s refusal of a gradient whose norm is NaN or Inf (Optimisers.jl's ``DomainError``)."""
+
+
 class ClipNorm(Rule):
     """``ClipNorm(omega=10.0, p=2, *, throw=True)``: ``Δ = g·min(ω/‖g‖ₚ, 1)``, **per array**.
 
-    With ``throw=True`` a non-finite norm raises ``ValueError`` (Optimisers.jl's ``DomainError``)
-    when the gradient is concrete (an eager ``update_`` with it then runs op by op); under ``jax.jit``
-    it cannot raise, and the step becomes all NaN instead, so a finiteness check on the result catches it.
-    With ``throw=False`` the arithmetic is
+    With ``throw=True`` a non-finite norm raises ``NonFiniteNorm``, a ``ValueError`` (Optimisers.jl's
+    ``DomainError``), before anything is written: op by op in an eager ``update_``; in ``train_``
+    (every mode) and ``trainstep_``/``trainstep_withgradient_`` too, naming ``train_``'s data index,
+    with the model, its state and the optimiser state as they were before that step. Traced there,
+    the rule notes its check in the step's region (``note_check``); a failed check skips the step,
+    and ``train_``'s later ones, as a non-finite loss does, and the host raises when it reads the
+    result (``train_`` once per window of steps; a compiled ``trainstep_`` with such a check waits for
+    each step). Inside your own ``fluxjax.jit`` or ``jax.jit`` it cannot raise: the step becomes all
+    NaN instead, so a finiteness check on the result catches it. With ``throw=False`` the arithmetic is
     Optimisers.jl's: an ``Inf`` gradient gives NaN where it was infinite, a NaN gradient NaN everywhere.
     Adjustable in state: ``omega``; ``p`` and ``throw`` are structural.
 
@@ -430,11 +440,13 @@ class ClipNorm(Rule):
     def _step_leaf(self, h: dict, g: jax.Array, x: Any) -> tuple:
         nrm = _norm(g, self._hp["p"])
         finite = jnp.isfinite(nrm)
-        if self._hp["throw"] and concrete(nrm) and not bool(finite):
-            raise ValueError(
-                f"ClipNorm: gradient has {self._hp['p']}-norm {float(nrm)}, "
-                f"for array {g.dtype}{list(g.shape)}"
-            )
+        if self._hp["throw"]:
+            message = f"ClipNorm: gradient has {self._hp['p']}-norm {{}}, for array {g.dtype}{list(g.shape)}"
+            if concrete(nrm):
+                if not bool(finite):
+                    raise NonFiniteNorm(message.format(float(nrm)))
+            else:  # `train_`'s step raises for it on the host (see the docstring)
+                note_check(finite, nrm, message)
         lam = jnp.minimum(h["omega"] / nrm, jnp.ones_like(nrm))
         if self._hp["throw"]:
             lam = jnp.where(finite, lam, jnp.full_like(lam, jnp.nan))

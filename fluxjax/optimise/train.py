@@ -25,11 +25,13 @@ from ..parallel.batches import ShardedBatches, place_for_training
 from ..random import default_key, default_rng
 from ..zygote import Params
 from ..zygote.plan import first_output
+from ._basic_rules import NonFiniteNorm
 from ._rule_base import LeafState
 from .implicit import _implicit_holder
 from .progress import progress as _display
 from .rooted import boxed, copy_back, unowned_arrays
 from .trainstep import (  # noqa: F401  (trainstep_ & co.: Flux's Train module has them too)
+    Checked,
     _guarded_step,
     _split_adtype,
     _step,
@@ -71,22 +73,24 @@ class NonFiniteLoss(FloatingPointError):
 
 @_jit
 def _compiled(loss, model, sources, opt, d, ok):
-    """`train_`'s step as one XLA program, kept only when its loss is finite and `ok` (every earlier
-    step's loss was finite). `sources` are the models behind a `Params`, passed so that their arrays
-    are traced inputs, not constants."""
-    val, _, ok = _guarded_step(loss, model, opt, d, ok)
-    return first_output(val), ok
+    """`train_`'s step as one XLA program, kept only when its loss is finite, its rules' checks passed
+    (ClipNorm's finite norm) and `ok` (every earlier step was kept). `sources` are the models behind a
+    `Params`, passed so that their arrays are traced inputs, not constants. Returns `((loss,
+    checked), ok)`: `checked` (a `Checked`, or None when the rules noted no check) says which failed."""
+    val, _, ok, checked = _guarded_step(loss, model, opt, d, ok)
+    return (first_output(val), checked), ok
 
 
 @_jit
 def _compiled_chunk(loss, model, opt, ds, ok):
     """`len(ds)` steps of `_compiled` in one program: `ds` holds the batches stacked along a new leading
     axis (stacked before the call: a list of batches as input costs more in the walk than the stack).
-    Returns `(losses, ok)`, the loss of every step (before its update) and `ok` after the last."""
+    Returns `((losses, checked), ok)`, the loss of every step (before its update), its checks
+    (stacked) and `ok` after the last."""
 
     def step(d, ok):
-        val, _, ok = _guarded_step(loss, model, opt, d, ok)
-        return first_output(val), ok
+        val, _, ok, checked = _guarded_step(loss, model, opt, d, ok)
+        return (first_output(val), checked), ok
 
     return scan_steps(step, [loss, model, opt, default_rng], ds, ok)
 
@@ -103,7 +107,9 @@ def train_(loss: Callable, model: Any, data: Iterable, opt_state: Any, *rest: An
     0.13's `train!`. Steps are compiled with `fluxjax.jit` (`jit=False` runs them eagerly). A NaN or Inf loss
     raises `NonFiniteLoss` naming the data index, with the model as it was before that step (compiled, the
     host reads the losses once every `CHECK_EVERY` steps, so up to that many more batches may have been
-    drawn from `data`, and skipped, before it raises). `mesh=` (a `jax.sharding.Mesh`) runs every
+    drawn from `data`, and skipped, before it raises). So does a rule that meets a value it refuses:
+    `ClipNorm` (`throw=True`) raises its `ValueError` for a non-finite gradient norm, naming the data
+    index, with the model as it was before that step. `mesh=` (a `jax.sharding.Mesh`) runs every
     step on all its devices: see `fluxjax.parallel` (model and state replicated unless `shard_` placed
     them, each batch split along its last axis over the mesh's "data" axis). `cb=` is an error, as in
     Flux: write the loop with `trainstep_` (or `withgradient` and `update_`) to run code between steps.
@@ -197,8 +203,8 @@ def _run_fused(loss, model, data, opt_state, shown) -> list:
     ok, pieces, buf, sig, i = None, [], [], None, 0
     state = {"fused": True, "checked": 0, "settling": True}
     def check(piece) -> None:
-        start, losses, piece_ok = piece
-        _check_window(list(losses), start, piece_ok)
+        start, losses, checked, piece_ok = piece
+        _check_window(list(losses), start, piece_ok, checked)
         if shown is not None:
             shown.set_loss(float(losses[-1]))
 
@@ -210,16 +216,17 @@ def _run_fused(loss, model, data, opt_state, shown) -> list:
         if state["fused"] and len(batches) == CHECK_EVERY:
             held.close()  # the chunk's walk reads the models
             try:
-                losses, ok = _compiled_chunk(loss, model, opt_state, _stack(batches), ok)
+                (losses, checked), ok = _compiled_chunk(loss, model, opt_state, _stack(batches), ok)
             except NotFusable as e:  # nothing was applied: these steps go one by one
                 state["fused"] = e.settles and state["settling"]  # a second try, once they have run
                 state["settling"] = False
         if losses is None:
-            losses = []
+            losses, checked = [], []
             for d in batches:
-                lval, ok = held(d, ok)
+                (lval, c), ok = held(d, ok)
                 losses.append(lval)
-        pieces.append((start, losses, ok))
+                checked.append(c)
+        pieces.append((start, losses, checked, ok))
         if shown is not None:
             shown.update(len(batches))
         while len(pieces) - state["checked"] > 1:  # every piece but the newest, which the device runs now
@@ -242,7 +249,7 @@ def _run_fused(loss, model, data, opt_state, shown) -> list:
             dispatch(buf, i - len(buf))
         for piece in pieces[state["checked"]:]:
             check(piece)
-        return [v for _, losses, _ in pieces for v in ([losses] if isinstance(losses, jax.Array) else losses)]
+        return [v for _, losses, _, _ in pieces for v in ([losses] if isinstance(losses, jax.Array) else losses)]
 
 
 FUSE_MAX_BATCH_BYTES = 1 << 16  # larger batches run one call per step (see `_fusable_signature`)
@@ -278,7 +285,10 @@ def _run(loss, model, data, opt_state, sources, adtype, jit, shown) -> list:
     if not jit:
         losses = []
         for i, d in enumerate(data):
-            lval = _step(loss, model, opt_state, d, lambda lval, i=i: _check(lval, i), adtype)
+            try:
+                lval = _step(loss, model, opt_state, d, lambda lval, i=i: _check(lval, i), adtype)
+            except NonFiniteNorm as e:
+                raise _refusal(str(e), i) from None
             losses.append(lval)
             if shown is not None:
                 shown.set_loss(lval)
@@ -289,22 +299,23 @@ def _run(loss, model, data, opt_state, sources, adtype, jit, shown) -> list:
     # it is off are the window's losses read to name the first bad one. The error comes at most a
     # window late, with the model as it was before the bad step. The losses stay on the device until
     # the loop ends (a display reads the last one of each window, which the read of `ok` waited for).
-    ok, window, start, held = None, [], 0, []
+    ok, window, checked, start, held = None, [], [], 0, []
     with _steps(data, loss, model, sources, opt_state) as step:
         for i, d in enumerate(data):
             if ok is None:
                 ok = _flag(d, model)
-            lval, ok = step(d, ok)
+            (lval, c), ok = step(d, ok)
             window.append(lval)
+            checked.append(c)
             if shown is not None:
                 shown.update()
             if len(window) == CHECK_EVERY:
-                _check_window(window, start, ok)
+                _check_window(window, start, ok, checked)
                 if shown is not None:
                     shown.set_loss(float(window[-1]))
                 held += window
-                window, start = [], i + 1
-    _check_window(window, start, ok)
+                window, checked, start = [], [], i + 1
+    _check_window(window, start, ok, checked)
     return held + window  # device arrays: TrainHistory reads them when asked
 
 
@@ -371,10 +382,21 @@ def _flag(*trees) -> jax.Array:
 CHECK_EVERY = 32  # compiled steps between two reads of `ok` (each read waits for the device)
 
 
-def _check_window(losses: list, start: int, ok) -> None:
+def _check_window(losses: list, start: int, ok, checked: list | Checked | None = None) -> None:
+    """When `ok` is off, raise for the first step of the window that failed: its loss (`NonFiniteLoss`),
+    or a check of its rules (`checked`: one `Checked` or None per step, or one stacked for a scan)."""
     if losses and not bool(ok):
         for k, lval in enumerate(losses):
             _check(lval, start + k)
+            c = checked if isinstance(checked, Checked) else None if checked is None else checked[k]
+            if c is not None and (message := c.error(k if c is checked else None)) is not None:
+                raise _refusal(message, start + k)
+
+
+def _refusal(message: str, i: int) -> NonFiniteNorm:
+    """The error of a rule that refused step `i`'s gradient (ClipNorm's non-finite norm)."""
+    return NonFiniteNorm(f"train_: {message}, at data index {i} (0-based); this step was not applied, the model "
+                      "is as it was before it.")
 
 
 def _check(lval, i: int) -> float:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 
 from ..compiled.call import jit as _jit
@@ -14,6 +15,7 @@ from ..core.region import commit, current_region, guard_writes, run_in_region, w
 from ..zygote import Params, withgradient
 from ..zygote.adtypes import ADType
 from ..zygote.plan import first_output
+from ._basic_rules import NonFiniteNorm
 from .implicit import implicit_update_
 from .rooted import boxed, copy_back, unowned_arrays
 from .tree import _check_state, update_
@@ -51,9 +53,65 @@ def _differentiate(loss, model, d, adtype: ADType | None = None):
 
 
 def _apply(model, opt, g, writes) -> None:
+    """Commit the loss's state writes, then update. Eager, an update that raises (ClipNorm's non-finite
+    norm raises before it writes anything) puts the state writes back: the model is as it was."""
+    undo = [(slot, _value_or_absent(slot)) for slot, _ in writes] if writes and current_region() is None else ()
     for slot, v in writes:
         commit(slot, v)
-    (implicit_update_ if isinstance(model, Params) else update_)(opt, model, g)
+    try:
+        (implicit_update_ if isinstance(model, Params) else update_)(opt, model, g)
+    except BaseException:
+        for slot, v in reversed(undo):
+            if v is _ABSENT:
+                slot.owner.__dict__.pop(slot.key, None)
+            else:
+                slot.set(v)
+        raise
+
+
+_ABSENT = object()
+
+
+def _value_or_absent(slot) -> Any:
+    if slot.attr is True and slot.key not in getattr(slot.owner, "__dict__", {slot.key: None}):
+        return _ABSENT  # an attribute the loss added
+    return slot.get()
+
+
+@jax.tree_util.register_pytree_node_class
+class Checked:
+    """What the checks that a compiled step's rules noted (`core.region.note_check`: ClipNorm's finite
+    norm) found: `failed`, 0 when every check passed, else 1 + the index of the first that failed, and
+    `value`, that check's value (for its message); stacked along a leading axis for the steps of a
+    scan. The messages are static: part of the tree's structure, not arrays."""
+
+    __slots__ = ("failed", "value", "messages")
+
+    def __init__(self, failed: Any, value: Any, messages: tuple[str, ...]):
+        self.failed, self.value, self.messages = failed, value, messages
+
+    def tree_flatten(self) -> tuple:
+        return (self.failed, self.value), self.messages
+
+    @classmethod
+    def tree_unflatten(cls, messages: tuple[str, ...], children: Any) -> Checked:
+        return cls(*children, messages)
+
+    def error(self, k: int | None = None) -> str | None:
+        """The message of the first failed check (of the `k`-th step of a scan), or None: reads the device."""
+        failed, value = jax.device_get((self.failed, self.value))
+        if k is not None:
+            failed, value = failed[k], value[k]
+        return None if int(failed) == 0 else self.messages[int(failed) - 1].format(float(value))
+
+
+def _checked(noted: list) -> Checked:
+    failed, value = jnp.int32(0), jnp.float32(0)
+    for j in reversed(range(len(noted))):  # the first failed check wins
+        ok, v, _ = noted[j]
+        failed = jnp.where(ok, failed, jnp.int32(j + 1))
+        value = jnp.where(ok, value, jnp.asarray(v).astype(jnp.float32))
+    return Checked(failed, value, tuple(message for _, _, message in noted))
 
 
 def _step(loss, model, opt, d, check, adtype: ADType | None = None) -> Any:
@@ -66,14 +124,24 @@ def _step(loss, model, opt, d, check, adtype: ADType | None = None) -> Any:
     return checked
 
 
-def _guarded_step(loss, model, opt, d, ok=True) -> tuple[Any, Any, Any]:
-    """Inside `fluxjax.jit`: one step whose every write is undone unless the loss is finite and `ok`.
-    Returns `(val, grad, ok and isfinite(loss))`."""
+def _guarded_step(loss, model, opt, d, ok=True, checks: bool = True) -> tuple[Any, Any, Any, Checked | None]:
+    """Inside `fluxjax.jit`: one step whose every write is undone unless `ok`, the loss is finite, and
+    (with `checks`) every check its rules noted passed (ClipNorm's finite norm, which cannot raise
+    while traced). Returns `(val, grad, ok and all that, checked)`: `checked` says which check failed
+    (see `Checked`), None when the rules noted none (or `checks` is False: they then do what they do
+    under a plain `jax.jit`, ClipNorm an all-NaN step)."""
     val, g, writes = _differentiate(loss, model, d)
+    region = current_region()
+    n = len(region.checks)
     _apply(model, opt, g, writes)
     ok = jnp.logical_and(ok, jnp.isfinite(first_output(val)))
+    checked = None
+    if checks and len(region.checks) > n:
+        checked = _checked(region.checks[n:])
+        del region.checks[n:]
+        ok = jnp.logical_and(ok, checked.failed == 0)
     guard_writes(ok)
-    return val, g, ok
+    return val, g, ok, checked
 
 
 def trainstep_(loss: Callable, model: Any, batch: Any, opt_state: Any, *rest: Any, jit: bool = True) -> Any:
@@ -86,7 +154,10 @@ def trainstep_(loss: Callable, model: Any, batch: Any, opt_state: Any, *rest: An
     step and leaves the model as it was (state such as BatchNorm statistics included); the returned
     loss says so, and nothing is raised (`train_` raises). Compiled with `fluxjax.jit` by default
     (`jit=False` runs it eagerly); the loss comes back as a device array, so a loop that does not read
-    it every step does not wait for the device.
+    it every step does not wait for the device. A `ClipNorm` (`throw=True`) that meets a non-finite
+    gradient norm raises its `NonFiniteNorm` (a `ValueError`), with the model, its state and
+    `opt_state` as they were; compiled, a step whose rules hold such a check reads it on the host, so
+    that step waits for the device (inside a `fluxjax.jit` of your own it cannot raise: see `ClipNorm`).
 
     ```python
     >>> model = Dense(jnp.ones((1, 2)))
@@ -138,15 +209,29 @@ def _one_step(loss, args: tuple, jit: bool, with_grad: bool) -> tuple[Any, Any]:
     # every traceable adtype is JAX's reverse mode: one program; inside a trace (`Flux.jit`), `jit=False`
     # too, since the non-finite check cannot read the traced loss's value in Python
     if (jit or current_region() is not None) and (adtype is None or adtype.traceable):
-        return (_compiled_step_grad if with_grad else _compiled_step)(loss, model, opt_state, batch)
+        traced = current_region() is not None  # (no value to read: the checks stay the rules' own)
+        val, g, checked = _COMPILED[traced, with_grad](loss, model, opt_state, batch)
+        if checked is not None and (message := checked.error()) is not None:
+            raise NonFiniteNorm(f"{fn}: {message}; this step was not applied, the model is as it was before it.")
+        return val, g
     val, g, writes = _differentiate(loss, model, batch, adtype)
     if bool(jnp.isfinite(first_output(val))):
         _apply(model, opt_state, g, writes)
     return val, (g if with_grad else None)
 
 
-_compiled_step = _jit(lambda loss, model, opt, d: (_guarded_step(loss, model, opt, d)[0], None))
-_compiled_step_grad = _jit(lambda loss, model, opt, d: _guarded_step(loss, model, opt, d)[:2])
+def _compiled_steps(checks: bool, with_grad: bool):
+    def step(loss, model, opt, d):
+        val, g, _, checked = _guarded_step(loss, model, opt, d, checks=checks)
+        return val, (g if with_grad else None), checked
+    return _jit(step)
+
+
+_compiled_step, _compiled_step_grad = _compiled_steps(True, False), _compiled_steps(True, True)
+# under a trace of the caller's: a step whose rules' checks do what they do under `jax.jit`
+_traced_step, _traced_step_grad = _compiled_steps(False, False), _compiled_steps(False, True)
+_COMPILED = {(False, False): _compiled_step, (False, True): _compiled_step_grad,
+             (True, False): _traced_step, (True, True): _traced_step_grad}
 
 
 __all__ = ["trainstep_", "trainstep_withgradient_"]
