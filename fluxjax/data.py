@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .errors import DimensionMismatch
-from .random import resolve_key
+from .random import check_rng, resolve_key
 
 __all__ = ["onehot", "onehotbatch", "onecold", "flatten", "DataLoader", "batch", "unbatch"]
 
@@ -377,6 +377,17 @@ def _leaf(x: Any, path: str) -> Any:
         )
     if arr.ndim == 0:
         raise ValueError(f"DataLoader: data{path} is 0-dimensional, so it has no observation axis")
+    if isinstance(arr, np.ndarray) and arr.dtype.kind in "iu" and not _jax_holds_exactly(arr):
+        # each batch becomes a jax.Array: without x64 JAX turns int64 into int32 by wrapping around, a
+        # silently wrong value (float64 -> float32 only rounds, JAX's documented behaviour, kept)
+        cd = np.dtype(jax.dtypes.canonicalize_dtype(arr.dtype))
+        bad = arr.max() if arr.max() > np.iinfo(cd).max else arr.min()
+        raise ValueError(
+            f"DataLoader: data{path} has dtype {arr.dtype} and holds {int(bad)}, which JAX (jax_enable_x64 is off) "
+            f"would convert to {cd.name} as {int(np.asarray(bad).astype(cd))} (wrapped around); enable 64-bit "
+            'JAX first with jax.config.update("jax_enable_x64", True), or convert the data to values that fit '
+            f"{cd.name} (e.g. remap ids to 0:n-1)"
+        )
     return arr
 
 
@@ -420,7 +431,12 @@ class DataLoader:
     - `shuffle`: reshuffle the observations at the start of every epoch (every `iter`).
     - `partial`: keep the last, smaller batch (`False` drops it).
     - `rng`: `None` (a key drawn from the global key at construction, so `fluxjax.seed_(n)`
-      makes the order reproducible), an int seed or a PRNG key; each epoch splits it.
+      makes the order reproducible), an int seed (`3`, `np.int64(3)`) or a PRNG key, which each epoch
+      splits; or a NumPy Generator (MLUtils' `rng::AbstractRNG`), which each epoch draws its order from
+      (`rng.permutation(n)`, so `np.random.default_rng(0)` gives the same orders every run). Anything
+      else raises `TypeError`, whether or not `shuffle` is set.
+    - Integer NumPy data that JAX cannot hold (int64 beyond int32's range while `jax_enable_x64` is
+      off) raises `ValueError` rather than wrap around; float64 data becomes float32 batches, as JAX.
     - `collate`: `None` slices arrays; `False` yields lists of observations; `True` stacks a list of
       observations with :func:`batch`; a function is applied to the list of observations.
 
@@ -471,7 +487,9 @@ class DataLoader:
         self.shuffle = bool(shuffle)
         self.partial = bool(partial)
         self.collate = collate
-        self._key = resolve_key(rng) if self.shuffle else None
+        check_rng(rng, "DataLoader")
+        self._gen = rng if self.shuffle and isinstance(rng, np.random.Generator) else None
+        self._key = resolve_key(rng, "DataLoader") if self.shuffle and self._gen is None else None
 
     def __len__(self) -> int:
         if self.batchsize < 0:
@@ -483,6 +501,8 @@ class DataLoader:
     def _order(self) -> np.ndarray | None:
         if not self.shuffle:
             return None
+        if self._gen is not None:
+            return self._gen.permutation(self.nobs)
         self._key, sub = jax.random.split(self._key)
         return np.asarray(jax.random.permutation(sub, self.nobs))
 

@@ -170,6 +170,7 @@ class _Plan:
         self.untied = 0  # > 0 inside a field whose arrays are shared for speed, not tied (`Leaf.state`)
         self.rules: list[tuple[Any, Any]] = []  # (optimiser Leaf, its new rule): loaded hyperparameters
         self.adjusted: dict[tuple, Any] = {}  # (id(rule), hyperparameters) -> that rule adjusted
+        self.frozen: list[tuple[Any, bool]] = []  # (optimiser Leaf, the source's frozen flag)
 
     def commit(self) -> None:
         self._reshare()
@@ -182,6 +183,8 @@ class _Plan:
             commit(slot, self.values[ident][0], what="loadmodel_")
         for leaf, rule in self.rules:
             commit(Slot(leaf, "rule", True), rule, what="loadmodel_")
+        for leaf, flag in self.frozen:
+            commit(Slot(leaf, "frozen", True), flag, what="loadmodel_")
 
     def _reshare(self) -> None:
         """Arrays an optimiser state shared (fluxjax/_sharing.py) are loaded one path at a time; where
@@ -322,6 +325,21 @@ def _plan_rule(plan: _Plan, leaf: Any, src_state: Any, path: tuple) -> None:
         plan.rules.append((leaf, plan.adjusted[key]))
 
 
+def _plan_frozen(plan: _Plan, leaf: Any, src: Any, path: tuple) -> None:
+    """An optimiser `Leaf` (or `TreeState`): the source's record of `freeze_` is the truth, so a resumed
+    fine-tune keeps its frozen layers frozen. A bool, or a 0-d bool array (`tree_map(np.asarray, state(s))`)."""
+    if isinstance(src, jax.core.Tracer):
+        raise TypeError(f"loadmodel_: {show_path(path + ('frozen',))}: the frozen flag cannot be loaded while tracing; "
+                        "load optimiser state outside fluxjax.jit")
+    if is_array(src) and not is_typed_key(src) and np.ndim(src) == 0 and np.asarray(src).dtype == np.bool_:
+        src = np.asarray(src)[()]
+    if not isinstance(src, (bool, np.bool_)):
+        raise StructureMismatch(f"loadmodel_: {show_path(path + ('frozen',))}: expected the optimiser leaf's frozen flag "
+                                f"(True or False), got {type(src).__name__} {src!r:.60}")
+    if bool(src) != bool(leaf.frozen):
+        plan.frozen.append((leaf, bool(src)))
+
+
 def _get(x: Any, k: str, i: int) -> Any:
     if isinstance(x, dict):
         return x[k]
@@ -369,6 +387,9 @@ def _plan(plan: _Plan, dst: Any, src: Any, path: tuple, slot: Slot | None) -> No
         if plan.keep is not None:
             df = {k: v for k, v in df.items() if plan.keep(v)}
             sf = {k: v for k, v in sf.items() if plan.keep(v)}
+        opt_leaf = is_layer(dst) and "rule" in dst.__dict__ and "frozen" in dst.__dict__
+        if opt_leaf and "frozen" in df and "frozen" not in sf:  # a record without the flag keeps the current one
+            df = {k: v for k, v in df.items() if k != "frozen"}
         if set(df) != set(sf):
             raise StructureMismatch(f"loadmodel_: {here}: tried to load fields {list(sf)} into {type(dst).__name__} with "
                                     f"fields {list(df)}; the structures do not match ({_keys_msg(list(df), list(sf))})")
@@ -387,8 +408,10 @@ def _plan(plan: _Plan, dst: Any, src: Any, path: tuple, slot: Slot | None) -> No
             plan.untied += k in untied
             _plan(plan, v, sf[k], path + (k,), _child_slot(slot, owner, k, kind))
             plan.untied -= k in untied
-        if is_layer(dst) and "state" in df and "rule" in dst.__dict__ and "frozen" in dst.__dict__:
+        if opt_leaf and "state" in df:
             _plan_rule(plan, dst, sf["state"], path)
+        if opt_leaf and "frozen" in sf:
+            _plan_frozen(plan, dst, sf["frozen"], path)
         return
     if isinstance(dst, (list, tuple)) and not isinstance(dst, optax.GradientTransformation) or _is_opaque_node(dst):
         items = list(enumerate(dst if isinstance(dst, (list, tuple)) else _opaque_children(dst)[0]))

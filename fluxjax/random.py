@@ -6,6 +6,8 @@ never differentiated, trivially saved and loaded.
 
 from __future__ import annotations
 
+import numbers
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -36,7 +38,8 @@ def use_state_thread(current_region, rebind) -> None:
 
 
 def seed_(n: int) -> None:
-    """Reset the global default key to `PRNGKey(n)` (Flux's `Random.seed!(n)`).
+    """Reset the global default key to `PRNGKey(n)` (Flux's `Random.seed!(n)`). `n` is any integer
+    (a Python int, `np.int64(3)`, a 0-d integer array; not a bool); anything else raises `TypeError`.
 
     ```python
     >>> seed_(42)
@@ -47,8 +50,11 @@ def seed_(n: int) -> None:
 
     ```
     """
+    if not is_int_seed(n):
+        raise TypeError(f"seed_: got {_describe(n)}; expected an int seed (a Python int, a NumPy integer such as "
+                        "np.int64(3), or a 0-d integer array; not a bool)")
     with jax.ensure_compile_time_eval():  # a concrete key, also when called inside a transformation
-        default_rng.key = jax.random.PRNGKey(n)
+        default_rng.key = _seed_key(n, "seed_")
 
 
 def default_key() -> jax.Array:
@@ -73,12 +79,83 @@ def next_key() -> jax.Array:
     return sub
 
 
-def resolve_key(rng) -> jax.Array:
-    """`rng=None` draws from the global key; an int seeds a key; a key array is used as is."""
+ACCEPTED = ("None (a key drawn from the global RNG, see seed_), an int seed (a Python int, a NumPy integer such as "
+            "np.int64(3), or a 0-d integer array; not a bool), a JAX PRNG key (jax.random.PRNGKey(n), a uint32[2] "
+            "array, or a typed jax.random.key(n)), or a NumPy Generator (np.random.default_rng(n))")
+
+
+def _describe(v) -> str:
+    t = type(v)
+    if isinstance(v, jax.Array):
+        kind = "jax.Array"
+    else:
+        kind = t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
+    shape, dtype = getattr(v, "shape", None), getattr(v, "dtype", None)
+    if shape is not None and dtype is not None:
+        return f"{kind} of shape {tuple(shape)} and dtype {dtype}"
+    return f"{kind} {v!r:.60}"
+
+
+def is_int_seed(v) -> bool:
+    """An integer seed: a Python or NumPy integer, or a 0-d integer array (traced ones too); never a bool."""
+    if isinstance(v, (bool, np.bool_)):
+        return False
+    if isinstance(v, numbers.Integral):
+        return True
+    dtype = getattr(v, "dtype", None)
+    return (isinstance(v, (jax.Array, np.ndarray)) and np.ndim(v) == 0 and dtype is not None
+            and not is_typed_key(v) and np.dtype(dtype).kind in "iu")
+
+
+def _raw_key_shape() -> tuple[int, ...]:
+    """The shape of a raw key of the default PRNG implementation (`(2,)` for threefry)."""
+    with jax.ensure_compile_time_eval():
+        return tuple(jax.eval_shape(lambda: jax.random.PRNGKey(0)).shape)
+
+
+def _is_usable_key(a) -> bool:
+    if is_typed_key(a):
+        return a.ndim == 0
+    return (isinstance(a, (jax.Array, np.ndarray)) and a.dtype == np.uint32
+            and tuple(a.shape) in {(2,), _raw_key_shape()})
+
+
+def check_rng(rng, where: str | None = None) -> None:
+    """Raise a `TypeError` naming `where` (the layer or function), what was given
+    and what is accepted, when `rng` is none of what `resolve_key` takes. Draws nothing."""
+    if rng is None or is_int_seed(rng) or _is_usable_key(rng) or isinstance(rng, np.random.Generator):
+        return
+    hint = ""
+    if is_typed_key(rng):
+        hint = " (one key, not a batch of keys: a typed key array of shape ())"
+    elif isinstance(rng, (jax.Array, np.ndarray)) and np.ndim(rng) > 0:
+        hint = " (an array is taken for a key only as uint32 of shape (2,), as jax.random.PRNGKey(n) makes)"
+    raise TypeError(f"{where or 'a random function'}: got rng={_describe(rng)}{hint}; rng must be {ACCEPTED}")
+
+
+def _seed_key(n, where: str) -> jax.Array:
+    if isinstance(n, numbers.Integral) and not isinstance(n, (int, np.integer)):
+        n = int(n)  # another library's integer type
+    try:
+        return jax.random.PRNGKey(n)
+    except OverflowError:
+        raise ValueError(f"{where}: the int seed {n} is out of range for a JAX seed (a signed 64-bit int); "
+                         "use a smaller seed") from None
+
+
+def resolve_key(rng, where: str | None = None) -> jax.Array:
+    """`rng=None` draws from the global key; an int seed (also `np.int64(3)`) seeds a key; a key array
+    is used as is; a NumPy Generator gives a key drawn from it (reproducible from its seed). Anything
+    else raises a `TypeError` naming `where` (the layer or function) and what is
+    accepted."""
     if rng is None:
         return next_key()
-    if isinstance(rng, int):
-        return jax.random.PRNGKey(rng)
+    check_rng(rng, where)
+    if is_int_seed(rng):
+        return _seed_key(rng, where or "rng")
+    if isinstance(rng, np.random.Generator):
+        with jax.ensure_compile_time_eval():
+            return jnp.asarray(rng.integers(0, 2**32, size=_raw_key_shape(), dtype=np.uint32))
     return rng
 
 

@@ -336,8 +336,9 @@ class Dropout:
     """Zero each element with probability `p` and scale the rest by `1/(1-p)`, in train mode.
 
     `Dropout(p; dims=None, rng=None, active=None)`. `dims` (0-based) are the axes along which the mask
-    varies; `dims=2` on WHCN input drops whole channels. `rng` is a key or an int seed; by default a
-    key is drawn from the global RNG (`seed_`). The key is state: it moves on after each train-mode call.
+    varies; `dims=2` on WHCN input drops whole channels. `rng` is a key, an int seed (`3`, `np.int64(3)`) or
+    a NumPy Generator (a key is drawn from it); by default a key is drawn from the global RNG (`seed_`);
+    anything else raises `TypeError`. The key is state: it moves on after each train-mode call.
 
     ```python
     >>> trainmode_(Dropout(0.5))(jnp.ones((3, 2)))   # entries 0.0 or 2.0
@@ -357,7 +358,7 @@ class Dropout:
         self.p = p
         self.dims = dims
         self.active = active
-        self.rng = resolve_key(rng)
+        self.rng = resolve_key(rng, "Dropout")
 
     def __call__(self, x):
         x = as_array(self, x)
@@ -406,7 +407,7 @@ class AlphaDropout:
         _check_mode("AlphaDropout", active)
         self.p = p
         self.active = active
-        self.rng = resolve_key(rng)
+        self.rng = resolve_key(rng, "AlphaDropout")
 
     def __call__(self, x):
         x = as_array(self, x)
