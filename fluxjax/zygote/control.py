@@ -63,7 +63,10 @@ def ignore(f: Any) -> Any:
     ```
 
     State that `f` rebinds (an `update_` inside it, a BatchNorm's statistics) is a constant to the
-    gradient too: in Flux that is mutation, which Zygote does not differentiate.
+    gradient too: in Flux that is mutation, which Zygote does not differentiate. Inside `gradient` the
+    values are traced (Zygote's are numbers), so `f` storing one in a list or dict it reads (Zygote's
+    logging idiom, `push!(log, l)`) raises `RuntimeError`: return the value beside the loss instead
+    (`withgradient`'s auxiliary output).
     """
     if not callable(f) or is_array(f):
         return dropgrad(f)
