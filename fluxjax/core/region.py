@@ -61,7 +61,7 @@ class Region:
     def swap(self, slot: Slot, value) -> None:
         k = (id(slot.owner), slot.key)
         if k not in self.originals:
-            self.originals[k] = (slot, _base_or_absent(slot))
+            self.originals[k] = (slot, base_or_absent(slot))
         slot.set(value)
 
     def write(self, slot: Slot, value) -> None:
@@ -79,11 +79,7 @@ class Region:
 
     def restore(self) -> None:
         for slot, value in reversed(self.originals.values()):
-            if value is ABSENT:  # an attribute the region added
-                slot.owner.__dict__.pop(slot.key, None)
-                bump()
-            else:
-                slot.set_base(value)
+            put_back(slot, value)
 
     def __enter__(self):
         self.trace = _trace_now()
@@ -109,10 +105,20 @@ def _trace_now() -> Any:
 ABSENT = object()  # the value before a region's write of an attribute the object did not have
 
 
-def _base_or_absent(slot: Slot) -> Any:
+def base_or_absent(slot: Slot) -> Any:
+    """What `slot` holds, or `ABSENT` for an attribute its object does not have (see `put_back`)."""
     if slot.attr is True and slot.key not in slot.owner.__dict__:
         return ABSENT
     return slot.get_base()
+
+
+def put_back(slot: Slot, value: Any) -> None:
+    """Put `value`, read by `base_or_absent`, back into `slot` (`ABSENT`: remove the attribute)."""
+    if value is ABSENT:  # an attribute added since
+        slot.owner.__dict__.pop(slot.key, None)
+        bump()
+    else:
+        slot.set_base(value)
 
 
 def current_region() -> Region | None:

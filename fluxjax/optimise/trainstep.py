@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 
 from ..compiled.call import jit as _jit
-from ..core.region import commit, current_region, guard_writes, run_in_region, written
+from ..core.region import base_or_absent, commit, current_region, guard_writes, put_back, run_in_region, written
 from ..zygote import Params, withgradient
 from ..zygote.adtypes import ADType
 from ..zygote.plan import first_output
@@ -55,27 +55,15 @@ def _differentiate(loss, model, d, adtype: ADType | None = None):
 def _apply(model, opt, g, writes) -> None:
     """Commit the loss's state writes, then update. Eager, an update that raises (ClipNorm's non-finite
     norm raises before it writes anything) puts the state writes back: the model is as it was."""
-    undo = [(slot, _value_or_absent(slot)) for slot, _ in writes] if writes and current_region() is None else ()
+    undo = [(slot, base_or_absent(slot)) for slot, _ in writes] if writes and current_region() is None else ()
     for slot, v in writes:
         commit(slot, v)
     try:
         (implicit_update_ if isinstance(model, Params) else update_)(opt, model, g)
     except BaseException:
         for slot, v in reversed(undo):
-            if v is _ABSENT:
-                slot.owner.__dict__.pop(slot.key, None)
-            else:
-                slot.set(v)
+            put_back(slot, v)
         raise
-
-
-_ABSENT = object()
-
-
-def _value_or_absent(slot) -> Any:
-    if slot.attr is True and slot.key not in getattr(slot.owner, "__dict__", {slot.key: None}):
-        return _ABSENT  # an attribute the loss added
-    return slot.get()
 
 
 @jax.tree_util.register_pytree_node_class
