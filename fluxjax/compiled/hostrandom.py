@@ -88,7 +88,7 @@ def drew(fn: Any, on_behalf: bool, before: Snapshot) -> None:
     if on_behalf:
         before.restore()
         raise HostRandomDraw(name)
-    code = getattr(fn, "__code__", fn)
+    code = getattr(fn, "__code__", type(fn))  # (a callable layer: its class)
     if code not in _warned:
         _warned.add(code)
         warnings.warn(
