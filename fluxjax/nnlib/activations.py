@@ -37,6 +37,21 @@ def _float(x: ArrayLike) -> jax.Array:
     return x
 
 
+def _real(x: ArrayLike, name: str, keep_ints: bool = False) -> jax.Array:
+    """`_float(x)` (`jnp.asarray(x)` with `keep_ints`) for an activation that compares `x` with a number,
+    which NNlib defines for real numbers only: a complex `x` raises (Julia's `MethodError` for `isless`)
+    rather than be compared as JAX compares complex numbers, by their real parts first."""
+    x = jnp.asarray(x) if keep_ints else _float(x)
+    if jnp.issubdtype(x.dtype, jnp.complexfloating):
+        raise TypeError(
+            f"{name}: got a complex array ({x.dtype}); NNlib's {name} compares its argument with a number, "
+            f"so it is defined for real numbers only. Apply it to the real and imaginary parts "
+            f"({name}(jnp.real(x)) + 1j * {name}(jnp.imag(x))), or use an activation defined for complex numbers "
+            "(tanh, sigmoid, swish, gelu, softplus)."
+        )
+    return x
+
+
 def _nonpos(x: jax.Array) -> jax.Array:
     """`x` where `x <= 0`, else 0: keeps `exp` of the unused branch finite (and its gradient)."""
     return jnp.where(x > 0, jnp.zeros_like(x), x)
@@ -91,7 +106,7 @@ def hardsigmoid(x: ArrayLike) -> jax.Array:
 
     ```
     """
-    y = (_float(x) + 3) / 6
+    y = (_real(x, "hardsigmoid") + 3) / 6
     return jnp.where(y >= 1, jnp.ones_like(y), jnp.where(y <= 0, jnp.zeros_like(y), y))
 
 
@@ -116,7 +131,7 @@ def hardtanh(x: ArrayLike) -> jax.Array:
 
     ```
     """
-    x = jnp.asarray(x)
+    x = _real(x, "hardtanh", keep_ints=True)
     return jnp.where(x >= 1, jnp.ones_like(x), jnp.where(x <= -1, -jnp.ones_like(x), x))
 
 
@@ -129,7 +144,7 @@ def relu(x: ArrayLike) -> jax.Array:
 
     ```
     """
-    return jax.nn.relu(jnp.asarray(x))
+    return jax.nn.relu(_real(x, "relu", keep_ints=True))
 
 
 def leakyrelu(x: ArrayLike, a: float = 0.01) -> jax.Array:
@@ -143,7 +158,7 @@ def leakyrelu(x: ArrayLike, a: float = 0.01) -> jax.Array:
 
     ```
     """
-    x = _float(x)
+    x = _real(x, "leakyrelu")
     return jnp.where(x > 0, x, a * x)
 
 
@@ -156,7 +171,7 @@ def relu6(x: ArrayLike) -> jax.Array:
 
     ```
     """
-    x = jnp.asarray(x)
+    x = _real(x, "relu6", keep_ints=True)
     return jnp.where(x >= 6, jnp.full_like(x, 6), jnp.where(x <= 0, jnp.zeros_like(x), x))
 
 
@@ -174,7 +189,7 @@ def rrelu(x: ArrayLike, lo: float = 1 / 8, hi: float = 1 / 3, *, rng=None) -> ja
 
     ```
     """
-    x = _float(x)
+    x = _real(x, "rrelu")
     key = resolve_key(rng)
     a = jax.random.uniform(key, x.shape, x.dtype, minval=lo, maxval=hi)
     return jnp.where(x > 0, x, a * x)
@@ -189,7 +204,7 @@ def elu(x: ArrayLike, alpha: float = 1.0) -> jax.Array:
 
     ```
     """
-    x = _float(x)
+    x = _real(x, "elu")
     return jnp.where(x >= 0, x, alpha * jnp.expm1(_nonpos(x)))
 
 
@@ -305,7 +320,7 @@ def hardswish(x: ArrayLike) -> jax.Array:
 
     ```
     """
-    x = _float(x)
+    x = _real(x, "hardswish")
     # piecewise, so that the derivative is NNlib's `deriv_hardswish`: x/3 + 1/2 on [-3, 3] (-1/2 and
     # 3/2 at the ends), where `x * hardsigmoid(x)` would give hardsigmoid's 0 there
     return jnp.where(x < -3, x * 0, jnp.where(x > 3, x, x * (x + 3) / 6))
@@ -333,7 +348,7 @@ def selu(x: ArrayLike) -> jax.Array:
 
     ```
     """
-    x = _float(x)
+    x = _real(x, "selu")
     return SELU_LAMBDA * jnp.where(x > 0, x, SELU_ALPHA * jnp.expm1(_nonpos(x)))
 
 
@@ -348,7 +363,7 @@ def celu(x: ArrayLike, alpha: float = 1.0) -> jax.Array:
 
     ```
     """
-    x = _float(x)
+    x = _real(x, "celu")
     return jnp.where(x >= 0, x, alpha * jnp.expm1(_nonpos(x) / alpha))
 
 
@@ -363,7 +378,7 @@ def trelu(x: ArrayLike, theta: float = 1.0) -> jax.Array:
 
     ```
     """
-    x = jnp.asarray(x)
+    x = _real(x, "trelu", keep_ints=True)
     return jnp.where(x <= theta, jnp.zeros_like(x), x)
 
 
@@ -445,7 +460,7 @@ def softshrink(x: ArrayLike, lambd: float = 0.5) -> jax.Array:
 
     ```
     """
-    x = _float(x)
+    x = _real(x, "softshrink")
     lo, hi = x - lambd, x + lambd
     return jnp.where(hi >= 0, jnp.where(lo <= 0, jnp.zeros_like(x), lo), hi)
 

@@ -266,3 +266,23 @@ def test_rrelu():
 def _run_keys(f):
     k0, k1 = jax.random.split(jax.random.PRNGKey(0))
     return jax.tree.map(np.asarray, jax.jit(f)(k0, k1))
+
+
+PIECEWISE = ["relu", "leakyrelu", "relu6", "rrelu", "elu", "selu", "celu", "hardsigmoid", "hardtanh", "hardswish",
+             "trelu", "softshrink"]
+
+
+@pytest.mark.parametrize("name", PIECEWISE)
+def test_piecewise_activations_refuse_complex_input(name):
+    # NNlib's piecewise activations compare x with a number: Julia has no `isless` for complex numbers
+    # (a MethodError), while JAX would compare by the real part first and answer quietly
+    f = getattr(nn, name)
+    with pytest.raises(TypeError, match=f"^{name}: got a complex array \\(complex64\\)"):
+        f(jnp.array([1.0 + 1.0j, -2.0 + 0.5j], jnp.complex64))
+    np.testing.assert_allclose(f(jnp.array([-2.0, 0.5, 4.0]), **({"rng": 0} if name == "rrelu" else {})).shape, (3,))
+
+
+@pytest.mark.parametrize("name", ["sigmoid", "tanh", "swish", "gelu", "softplus"])
+def test_smooth_activations_take_complex_input(name):
+    z = jnp.array([0.4 + 0.6j, -0.7 + 0.2j], jnp.complex64)
+    assert getattr(nn, name)(z).dtype == jnp.complex64
