@@ -4,7 +4,8 @@ of `f`), `params(models...)` and `Grads`, the gradients indexed by the parameter
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import jax.numpy as jnp
 
@@ -37,6 +38,21 @@ class _Entry:
                 continue
             if here is old:
                 commit(s, value)
+
+
+def _reachable(f) -> Iterator[tuple[Any, Slot]]:
+    """`(array, slot)` for each array `f` reads from its globals and closure cells, held there directly or
+    inside the layers and containers they hold."""
+    for _, _, v, slot in _referenced(f):
+        if is_array(v):
+            yield v, slot
+        elif is_layer(v) or isinstance(v, (list, dict, tuple)):
+            root = [v]
+            w = walk(root)
+            for leaf, s in zip(w.leaves, w.slots):
+                if s.owner is root:  # inside a tuple held by the variable itself: rebind the variable
+                    s = Slot(slot.owner, slot.key, slot.attr, slot.path + s.path)
+                yield leaf, s
 
 
 class Params:
@@ -207,16 +223,8 @@ class Params:
                 if slot.ident() not in aliases:  # kept: `update_` steps it too
                     self._entries[i].aliases.append(slot)
 
-        for _, _, v, slot in _referenced(f):
-            if is_array(v):
-                add(v, slot)
-            elif is_layer(v) or isinstance(v, (list, dict, tuple)):
-                root = [v]
-                w = walk(root)
-                for leaf, s in zip(w.leaves, w.slots):
-                    if s.owner is root:  # inside a tuple held by the variable itself: rebind the variable
-                        s = Slot(slot.owner, slot.key, slot.attr, slot.path + s.path)
-                    add(leaf, s)
+        for v, slot in _reachable(f):
+            add(v, slot)
         return extra
 
     def _resolve(self, f, name):
@@ -224,17 +232,9 @@ class Params:
         if not missing:
             return
         self._key = None
-        for _, _, v, slot in _referenced(f):
+        for v, slot in _reachable(f):
             if id(v) in missing:
                 missing[id(v)].slots.append(slot)
-            elif is_layer(v) or isinstance(v, (list, dict, tuple)):
-                root = [v]
-                w = walk(root)
-                for leaf, s in zip(w.leaves, w.slots):
-                    if id(leaf) in missing:
-                        if s.owner is root:  # inside a tuple held by the variable itself: rebind the variable
-                            s = Slot(slot.owner, slot.key, slot.attr, slot.path + s.path)
-                        missing[id(leaf)].slots.append(s)
         for e in missing.values():
             if not e.slots:
                 raise ValueError(
