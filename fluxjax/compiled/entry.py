@@ -232,7 +232,7 @@ def _avals(leaves: Sequence) -> tuple:
     out = []
     for x in leaves:
         a = jax.typeof(x)
-        out.append((a.shape, jax.dtypes.canonicalize_dtype(a.dtype), a.weak_type))
+        out.append((a.shape, jax.dtypes.canonicalize_dtype(a.dtype, allow_extended_dtype=True), a.weak_type))
     return tuple(out)
 
 
