@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import collections.abc
 import functools
+import hashlib
+import random
 import sys
 import types
+import warnings
 from typing import Any
 
 import jax
@@ -66,90 +69,153 @@ class Same:
 
 
 _SCALARS = (bool, int, float, complex, str, bytes, type(None), np.bool_, np.number)
-# Values that cannot change in place: keyed as they are.
+# Values that cannot change in place: keyed as they are. (A builtin *method* is keyed with its object.)
 IMMUTABLE_TYPES = (type, types.ModuleType, types.BuiltinFunctionType, types.BuiltinMethodType, types.CodeType, np.dtype,
               range, slice, type(Ellipsis), type(NotImplemented))
-_MAX_DEPTH = 6
+HOST_RNG_TYPES = (np.random.Generator, np.random.RandomState, random.Random)  # see compiled/hostrandom.py
+_MAX_DEPTH = 12  # nesting keyed; a value nested deeper gets a key equal to nothing (see `_unkeyable`)
+_MAX_ITEMS = 4096  # the elements of a NumPy array keyed as they are (more: by a digest)
+_SEQUENCES = (collections.abc.MutableSequence, collections.abc.MutableSet, collections.abc.MutableMapping)
 
 
-def static_key(v: Any, watch: list | None = None) -> Any:
+class _Keying:
+    """One `static_key` call's bookkeeping: whether the key depends on something that can change in
+    place (`mutable`), the host random generators met (`rngs`, see compiled/hostrandom.py), and the
+    ids of the containers, objects and functions on the way down (a cycle is keyed where it closes)."""
+
+    __slots__ = ("mutable", "rngs", "on_path")
+
+    def __init__(self, rngs: list | None):
+        self.mutable, self.rngs, self.on_path = False, rngs, set()
+
+
+def static_key(v: Any, watch: list | None = None, rngs: list | None = None) -> Any:
     """A hashable key for `v` as a compiled program depends on it when `v` is not a traced input: equal
-    keys mean equal behaviour. Scalars and value-hashed objects by value; jax arrays by identity (they
-    are immutable); functions by their code, captured values and the globals they read (`function_key`);
-    containers, plain objects and NumPy arrays by their contents, with the object kept alive. When the
-    key depends on something that can change in place, `(v, key)` is appended to `watch`, so a reuse
-    check can compute it again (`static_key(v) == key`)."""
-    mutable = [False]
-    key = _static_key(v, mutable, 0)
-    if mutable[0] and watch is not None:
+    keys mean equal behaviour. Scalars and library objects hashed by value, by value; jax arrays by
+    identity (they are immutable); functions by their code, captured values, attributes and what they
+    read (`function_key`); containers, the user's objects and NumPy arrays by their contents, with the
+    object kept alive. When the key depends on something that can change in place, `(v, key)` is
+    appended to `watch`, so a reuse check can compute it again (`static_key(v) == key`); the NumPy and
+    Python random generators met are appended to `rngs`."""
+    k = _Keying(rngs)
+    key = _static_key(v, k, 0)
+    if k.mutable and watch is not None:
         watch.append((v, key))
     return key
 
 
-def _static_key(v, mutable, depth):
+def _static_key(v, k, depth):
     t = type(v)
     if t in _SCALARS or isinstance(v, _SCALARS):
         return (t, v)
     if isinstance(v, jax.Array):
         return Same(v)
+    if isinstance(v, np.ndarray):
+        k.mutable = True
+        fields = () if t is np.ndarray else _fields(v, k, depth)  # a subclass's own (a masked array's mask)
+        if v.dtype.kind == "O":
+            if v.size > _MAX_ITEMS:
+                return _unkeyable(v, f"it is an array of more than {_MAX_ITEMS} Python objects")
+            return (t, v.shape, tuple(_static_key(e, k, depth + 1) for e in v.ravel()), fields)
+        return (t, v.shape, v.dtype.str, _contents(v), fields)
+    if id(v) in k.on_path:  # a cycle: keyed where it started
+        return ("cycle", Same(v))
     if depth > _MAX_DEPTH:
-        mutable[0] = True
-        return Same(v)
-    if t is np.ndarray:
-        mutable[0] = True
-        return (t, v.shape, v.dtype.str, v.tobytes()) if v.size <= 4096 else Same(v)
+        return _unkeyable(v, f"it is nested more than {_MAX_DEPTH} levels deep")
     if t is types.FunctionType:
-        return _function_key(v, mutable, depth)
+        return _nested(_function_key, v, k, depth)
     if t is types.MethodType:
-        return (t, _static_key(v.__self__, mutable, depth + 1), _static_key(v.__func__, mutable, depth + 1))
+        return (t, _static_key(v.__self__, k, depth + 1), _static_key(v.__func__, k, depth + 1))
+    if t is types.BuiltinMethodType and v.__self__ is not None and not isinstance(v.__self__, types.ModuleType):
+        return (t, v.__name__, _static_key(v.__self__, k, depth + 1))  # `cfg.get`, `arr.sum`: what it reads
     if t is functools.partial:
-        mutable[0] = True  # its keywords dict can change
-        return (t, _static_key(v.func, mutable, depth + 1), tuple(_static_key(a, mutable, depth + 1) for a in v.args),
-                tuple((k, _static_key(a, mutable, depth + 1)) for k, a in v.keywords.items()))
+        k.mutable = True  # its keywords dict can change
+        return (t, _static_key(v.func, k, depth + 1), tuple(_static_key(a, k, depth + 1) for a in v.args),
+                tuple((n, _static_key(a, k, depth + 1)) for n, a in v.keywords.items()))
     if t is tuple or t is frozenset or (isinstance(v, tuple) and hasattr(t, "_fields")):
-        return (t, tuple(_static_key(e, mutable, depth + 1) for e in v))
-    if t is list or t is set:
-        mutable[0] = True
-        return (t, Same(v), tuple(_static_key(e, mutable, depth + 1) for e in v))
-    if t is dict:
-        mutable[0] = True
-        return (t, Same(v), tuple((_static_key(k, mutable, depth + 1), _static_key(e, mutable, depth + 1))
-                                   for k, e in v.items()))
+        return (t, tuple(_static_key(e, k, depth + 1) for e in v))
+    if t is list or t is set or t is dict:
+        k.mutable = True
+        return (t, Same(v), _nested(_items, v, k, depth))
     if isinstance(v, IMMUTABLE_TYPES):
         return v
     own = getattr(t, "__fluxjax_key__", None)
     if own is not None:  # a class that says what of it a trace depends on (and keeps alive what it names)
-        mutable[0] = True
+        k.mutable = True
         return (t, own(v))
+    if isinstance(v, HOST_RNG_TYPES) and k.rngs is not None:
+        k.rngs.append(v)
     try:
         hash(v)
         by_value = t.__hash__ is not object.__hash__
     except TypeError:
         by_value = False
-    if by_value:  # enums, frozen dataclasses, shardings, ...: their own equality
-        return v
-    # a plain object (identity-hashed or unhashable): by identity and by what its fields hold now
-    mutable[0] = True
+    if by_value and (is_library(t) or not (hasattr(v, "__dict__") or _slot_names(t))):
+        return v  # enums, shardings, a library's frozen dataclasses, ...: their own equality
+    # the user's object: by what its fields (and items) hold now; by identity too, unless it says it is
+    # a value (defines `__hash__`: `dataclass(unsafe_hash=True)`, `frozen=True`), so that equal ones
+    # made afresh at each call share a program
+    k.mutable = True
+    return (t, None if by_value else Same(v), _nested(_fields, v, k, depth))
+
+
+def _nested(how, v, k, depth):
+    """`how(v, k, depth)` with `v` on the path (a cycle back to it is keyed by `_static_key`)."""
+    k.on_path.add(id(v))
+    try:
+        return how(v, k, depth)
+    finally:
+        k.on_path.discard(id(v))
+
+
+def _items(v, k, depth) -> tuple:
+    """A container's items (a mapping's as pairs, in their order)."""
+    if isinstance(v, collections.abc.Mapping):
+        return tuple((_static_key(a, k, depth + 1), _static_key(e, k, depth + 1)) for a, e in v.items())
+    return tuple(_static_key(e, k, depth + 1) for e in v)
+
+
+def _fields(v, k, depth) -> tuple:
+    """An object's fields (`__dict__`, `__slots__`) and, for a list, dict or set of its own kind (an
+    `EasyDict`), its items."""
     d = getattr(v, "__dict__", None)
-    fields = None if d is None else tuple((k, _static_key(e, mutable, depth + 1)) for k, e in d.items())
-    slots = _slot_names(t)
-    if slots:  # fields without a `__dict__` (`__slots__`, `dataclass(slots=True)`)
-        fields = (fields, tuple((k, _static_key(getattr(v, k, EMPTY), mutable, depth + 1)) for k in slots))
-    elif d is None and isinstance(v, _SEQUENCES):  # a deque, bytearray, array.array: by its items
-        fields = tuple(_static_key(e, mutable, depth + 1) for e in v) if len(v) <= _MAX_ITEMS else None
-    return (t, Same(v), fields)
+    fields = None if d is None else tuple((n, _static_key(e, k, depth + 1)) for n, e in d.items())
+    slots = _slot_names(type(v))
+    if slots:
+        fields = (fields, tuple((n, _static_key(getattr(v, n, EMPTY), k, depth + 1)) for n in slots))
+    if isinstance(v, _SEQUENCES):
+        fields = (fields, _items(v, k, depth))
+    return fields
 
 
-_SEQUENCES = (collections.abc.MutableSequence, collections.abc.MutableSet, collections.abc.MutableMapping)
-_MAX_ITEMS = 4096
+def _contents(a: np.ndarray) -> Any:
+    """A NumPy array's contents as a key: its bytes, or a 128-bit digest of them when it is large."""
+    if a.size <= _MAX_ITEMS:
+        return a.tobytes()
+    return hashlib.blake2b(np.ascontiguousarray(a).view(np.uint8).reshape(-1), digest_size=16).digest()
+
+
+_warned: set[type] = set()
+
+
+def _unkeyable(v: Any, why: str) -> Same:
+    """A key equal to no other (a program that reads `v` is compiled again at each call, rather than
+    reused with a stale `v`), with a warning once per type."""
+    if type(v) not in _warned:
+        _warned.add(type(v))
+        warnings.warn(
+            f"fluxjax cannot tell whether a {type(v).__name__} that a compiled call reads has changed, as "
+            f"{why}: the call is compiled again each time. Pass what it needs as an argument, or use "
+            f"jit=False / `with fluxjax.eager():` for this call.", stacklevel=4)
+    return Same(object())
 
 
 @functools.lru_cache(maxsize=1024)
 def _slot_names(t: type) -> tuple[str, ...]:
     """The `__slots__` fields of instances of `t` (its own and its bases')."""
     names: list[str] = []
-    for k in t.__mro__:
-        s = k.__dict__.get("__slots__", ())
+    for c in t.__mro__:
+        s = c.__dict__.get("__slots__", ())
         names.extend([s] if isinstance(s, str) else s)
     return tuple(n for n in dict.fromkeys(names) if n not in ("__dict__", "__weakref__"))
 
@@ -195,36 +261,68 @@ class Defaults:
         return (Same(self.f.__defaults__), Same(self.f.__kwdefaults__))
 
 
-def _attribute_key(a: Any) -> Any:
+def _attribute_key(a: Any, k: _Keying | None = None, depth: int = 0) -> Any:
     if a is MISSING:
         return a
     if isinstance(a, (staticmethod, classmethod)):
         a = a.__func__
     if isinstance(a, property):
-        return (property, Same(a.fget))
+        return (property, Same(a.fget) if k is None else _static_key(a.fget, k, depth + 1))
     t = type(a)
-    if t is types.FunctionType or (t.__module__ != "builtins" and is_library(t) and not isinstance(a, _DATA)):
-        return Same(a)  # a function is followed by the walk; a library's object (a `fluxjax.jit` method) is fixed
-    return static_key(a)
+    if t.__module__ != "builtins" and is_library(t) and not isinstance(a, _DATA):
+        return Same(a)  # a library's object (a `fluxjax.jit` method) is fixed
+    if k is None:  # (`ClassReads`: a function is followed by the walk)
+        return Same(a) if t is types.FunctionType else static_key(a)
+    return _static_key(a, k, depth + 1)
 
 
 _DATA = (np.ndarray, np.generic, jax.Array)
 
 
-def _function_key(f, mutable, depth):
+def _function_key(f, k, depth):
     if is_library(f):
         return f
-    mutable[0] = True  # its cells, defaults and globals can be rebound
+    k.mutable = True  # its cells, defaults, attributes and globals can be rebound
     cells = []
     for c in f.__closure__ or ():
         try:
-            cells.append(_static_key(c.cell_contents, mutable, depth + 1))
+            cells.append(_static_key(c.cell_contents, k, depth + 1))
         except ValueError:  # an empty cell
             cells.append(EMPTY)
-    g = f.__globals__
-    reads = tuple((n, _static_key(g[n], mutable, depth + 1)) for n in code_names(f.__code__) if n in g)
-    return (f.__code__, tuple(cells), _static_key(f.__defaults__, mutable, depth + 1),
-            _static_key(f.__kwdefaults__, mutable, depth + 1), reads)
+    g, names = f.__globals__, code_names(f.__code__)
+    reads = tuple((n, _read_key(g[n], names, k, depth)) for n in names if n in g)
+    return (f.__code__, tuple(cells), _static_key(f.__defaults__, k, depth + 1),
+            _static_key(f.__kwdefaults__, k, depth + 1), _attributes(f, k, depth), reads)
+
+
+def _attributes(f, k, depth) -> tuple:
+    """A function's attributes (`loss.k`), by value: equal lambdas made afresh share a key."""
+    return tuple((n, _static_key(e, k, depth + 1)) for n, e in f.__dict__.items())
+
+
+class Attributes:
+    """The attributes of the user's function `f` (`loss.k = 0.5`), for a reuse check: its
+    `__fluxjax_key__` is what they hold now."""
+
+    __slots__ = ("f",)
+
+    def __init__(self, f: types.FunctionType):
+        self.f = f
+
+    def __fluxjax_key__(self) -> tuple:
+        return _attributes(self.f, _Keying(None), 0)
+
+
+def _read_key(v, names, k, depth):
+    """A global a function reads: a user's module or class by the attributes among `names` (what the
+    code uses: `cfg.SCALE`, `C.K`), anything else by `_static_key`."""
+    if isinstance(v, types.ModuleType) and not is_library_module(v):
+        d = v.__dict__
+        return (v, tuple((n, _static_key(d[n], k, depth + 1)) for n in names if n in d))
+    if isinstance(v, type) and not is_library(v):
+        k.mutable = True
+        return (v, tuple((n, _attribute_key(class_attribute(v, n), k, depth)) for n in names))
+    return _static_key(v, k, depth + 1)
 
 
 def function_key(f: types.FunctionType) -> Any:

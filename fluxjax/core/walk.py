@@ -12,7 +12,6 @@ walk's leaves replaced, visiting exactly what the walk visits: the one rebuild.
 from __future__ import annotations
 
 import functools
-import random
 import types
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -25,6 +24,7 @@ from .keys import (
     EMPTY,
     IMMUTABLE_TYPES,
     MISSING,
+    Attributes,
     ClassReads,
     Defaults,
     class_attribute,
@@ -40,7 +40,6 @@ NUMBER_TYPES = (int, float, complex, np.number, np.bool_)  # Python and NumPy nu
 OPAQUE_TYPES = (types.FunctionType, types.BuiltinFunctionType, str, type, functools.partial)
 _ARRAY = (jax.Array, np.ndarray)
 ARRAY_TYPES = _ARRAY
-HOST_RNG_TYPES = (np.random.Generator, np.random.RandomState, random.Random)  # see compiled/hostrandom.py
 
 # Pytree node types (besides layers, lists, tuples and dicts) whose structure changes only through
 # `__setattr__` calls that `bump()` the structure version; `fluxjax.jit` may then reuse a walk.
@@ -246,7 +245,7 @@ def walk(root: list, paths: bool = False, functions: bool = False, read_arrays: 
         if t in LAYER_TYPES:
             visit_layer(v)
         elif const and (isinstance(v, _ARRAY) or (t in (list, dict, tuple) and not _holds_layer(v))):
-            sig.append(("static", static_key(v, w.watch)))
+            sig.append(("static", static_key(v, w.watch, w.host_rngs)))
         elif (isinstance(v, jax.Array) or (t is np.ndarray and v.dtype.kind not in "OUSV")
               or (numbers and isinstance(v, NUMBER_TYPES))):
             leaves.append(v)
@@ -301,7 +300,7 @@ def walk(root: list, paths: bool = False, functions: bool = False, read_arrays: 
             sig.append(("static", v))
             visit_class(v, reading[-1])
         elif isinstance(v, OPAQUE_TYPES) or isinstance(v, IMMUTABLE_TYPES):
-            sig.append(("static", static_key(v, w.watch)))
+            sig.append(("static", static_key(v, w.watch, w.host_rngs)))
         elif functions and getattr(t, "__fluxjax_slots__", None) is not None:
             visit_places(v)
         elif functions and _plain_holding_layer(v):
@@ -309,9 +308,7 @@ def walk(root: list, paths: bool = False, functions: bool = False, read_arrays: 
         else:
             sub, treedef = node_children(v)
             if treedef.num_nodes == 1 and treedef.num_leaves == 1 and sub and sub[0] is v:
-                sig.append(("static", static_key(v, w.watch)))  # an opaque non-pytree object: static
-                if isinstance(v, HOST_RNG_TYPES):
-                    w.host_rngs.append(v)
+                sig.append(("static", static_key(v, w.watch, w.host_rngs)))  # an opaque non-pytree object: static
                 if functions and not is_library(t):  # what its methods read (a callable loss object)
                     visit_class(t, (*(reading[-1] if reading else ()), "__call__"))
                 if not const and plain_with_parameters(v):
@@ -333,7 +330,7 @@ def walk(root: list, paths: bool = False, functions: bool = False, read_arrays: 
         if type(v) in LAYER_TYPES or type(v) in (types.FunctionType, types.MethodType, functools.partial):
             visit(None, None, None, (), v, OTHER, False)
         else:
-            sig.append(("static", static_key(v, w.watch)))
+            sig.append(("static", static_key(v, w.watch, w.host_rngs)))
 
     def visit_function(f):
         fid = id(f)
@@ -343,6 +340,8 @@ def walk(root: list, paths: bool = False, functions: bool = False, read_arrays: 
         fns[fid] = len(fns)
         code = f.__code__
         sig.append((code, static_key(f.__defaults__, w.watch), static_key(f.__kwdefaults__, w.watch)))
+        if f.__dict__:  # its attributes (`loss.k`)
+            sig.append(("attributes", static_key(Attributes(f), w.watch, w.host_rngs)))
         if f.__defaults__ is not None or f.__kwdefaults__ is not None:  # (`f.__defaults__ = ...` is seen)
             defaults = Defaults(f)
             w.watch.append((defaults, (Defaults, defaults.__fluxjax_key__())))
@@ -409,7 +408,7 @@ def walk(root: list, paths: bool = False, functions: bool = False, read_arrays: 
         (through this object alone, say), and the signature says which of the walk's places they are
         (a layer reached before is a tie), so that a parameter whose layer the model no longer holds
         gets a program of its own rather than the one where it was the model's."""
-        sig.append(("static", static_key(obj, w.watch)))
+        sig.append(("static", static_key(obj, w.watch, w.host_rngs)))
         for slot in obj.__fluxjax_slots__():
             if type(slot.owner) in LAYER_TYPES:
                 visit_layer(slot.owner)
@@ -430,7 +429,7 @@ def walk(root: list, paths: bool = False, functions: bool = False, read_arrays: 
         visit_class(type(obj), (*(reading[-1] if reading else ()), "__call__"))
         for name, e in obj.__dict__.items():
             if not _holds_layer(e):
-                sig.append((name, static_key(e, w.watch)))
+                sig.append((name, static_key(e, w.watch, w.host_rngs)))
                 continue
             sig.append(name)
             if names is not None:
@@ -454,7 +453,7 @@ def walk(root: list, paths: bool = False, functions: bool = False, read_arrays: 
             visit_class(t, ("__call__",))
         for name, v in obj.__dict__.items():
             if not is_visited(v):
-                sig.append((name, static_key(v, w.watch)))
+                sig.append((name, static_key(v, w.watch, w.host_rngs)))
                 continue
             sig.append(name)
             role = STATE if name in st else (PARAM if tr is None or name in tr else OTHER)

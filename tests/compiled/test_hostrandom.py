@@ -24,13 +24,27 @@ X = jnp.asarray(np.random.default_rng(0).normal(size=(3, 4)), jnp.float32)
 G = np.random.default_rng(5)  # a module-level Generator the loss reads as a global
 
 
+class _Augment:
+    def __init__(self, rng):
+        self.rng = rng
+
+    def __call__(self, shape):
+        return self.rng.standard_normal(shape, dtype=np.float32)
+
+
 def _generators():
     """name -> (reseed(), draw()) for each kind of host generator, reached as code would reach it."""
     held_gen = {"g": np.random.default_rng(1)}
     held_rs = {"r": np.random.RandomState(2)}
     held_py = {"p": random.Random(3)}
     gen, rs, py = held_gen["g"], held_rs["r"], held_py["p"]  # closure cells of the draws below
+    aug = _Augment(np.random.default_rng(7))  # a callable object holding its generator
+    normal = np.random.default_rng(8).normal  # a bound method of a generator
     return {
+        "Generator in an object's field": (lambda: aug.rng.bit_generator.__setstate__(
+            np.random.default_rng(7).bit_generator.state), lambda: aug((2, 4))),
+        "bound Generator method": (lambda: normal.__self__.bit_generator.__setstate__(
+            np.random.default_rng(8).bit_generator.state), lambda: normal(size=(2, 4)).astype(np.float32)),
         "np.random": (lambda: np.random.seed(4), lambda: np.random.randn(2, 4).astype(np.float32)),
         "global Generator": (lambda: G.bit_generator.__setstate__(np.random.default_rng(5).bit_generator.state),
                              lambda: G.standard_normal((2, 4), dtype=np.float32)),
@@ -110,3 +124,26 @@ def test_an_explicit_jit_warns_that_the_draw_is_a_constant():
         warnings.simplefilter("error")
         a, b = keyed(m, X), keyed(m, X)
     assert not np.allclose(a, b)
+
+
+@Flux.layer
+class _Noisy:
+    """A layer holding a NumPy generator in a field (not walked: keyed)."""
+
+    def __init__(self, d):
+        self.d, self.rng = d, np.random.default_rng(9)
+
+    def __call__(self, x):
+        return self.d(x) * np.float32(self.rng.normal())
+
+
+def test_a_generator_in_a_layer_field_draws_anew_at_each_call():
+    def run(jit):
+        Flux.seed_(0)
+        m = _Noisy(Flux.Dense(3, 2))
+        return [Flux.gradient(lambda m: jnp.sum(m(X) ** 2), m, jit=jit)[0].d.weight for _ in range(3)]
+
+    compiled, op_by_op = run(True), run(False)
+    for c, e in zip(compiled, op_by_op):
+        np.testing.assert_allclose(c, e, rtol=1e-5)
+    assert not np.allclose(compiled[0], compiled[1])

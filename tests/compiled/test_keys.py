@@ -350,6 +350,56 @@ def _set_defaults(s):
 _HELPER, _SLOTTED, _DEQUE, _BYTES = _Helper(), _Slotted(), collections.deque([1.0]), bytearray([1])
 _ARR = array.array("d", [1.0])
 _LAYER_HELPED = _WithHelper(Flux.Dense(3, 1))
+@dataclasses.dataclass(unsafe_hash=True)
+class _HashedCfg:  # hashable by value, still mutable
+    scale: float = 1.0
+
+
+class _IdHashed:  # a class of the user's defining `__hash__`
+    def __init__(self):
+        self.scale = 1.0
+
+    def __hash__(self):
+        return id(self)
+
+
+class _DictCfg(dict):  # an EasyDict-style configuration
+    pass
+
+
+class _Box:
+    pass
+
+
+@dataclasses.dataclass(frozen=True)
+class _FrozenHolder:
+    inner: _Box
+
+
+def _chain(n):
+    """A plain object holding another, `n` deep, the last one holding `.scale`."""
+    top = cur = _Box()
+    for _ in range(n):
+        cur.n = _Box()
+        cur = cur.n
+    cur.scale = 1.0
+    return top, cur
+
+
+def _loss_with_attribute(m):
+    return _loss_with_attribute.k * jnp.sum(m(X))
+
+
+_loss_with_attribute.k = 1.0
+_HASHED, _ID_HASHED, _DICT_CFG, _LIST_CFG = _HashedCfg(), _IdHashed(), _DictCfg(scale=1.0), type("L", (list,), {})([1.0])
+_OPTS, _NP_ARR = {"scale": 1.0}, np.ones(3, np.float32)
+_GET, _NP_SUM = _OPTS.get, _NP_ARR.sum
+_BIG = _Box()
+_BIG.table = np.ones(5000, np.float32)  # past what is keyed by its bytes: by a digest
+_MASKED = np.ma.array(np.ones(3, np.float32), mask=[False, True, False])
+_FROZEN = _FrozenHolder(_Box())
+_FROZEN.inner.scale = 1.0
+_DEEP, _DEEP_END = _chain(10)
 # name -> (loss of a Dense(3, 1) `m` whose gradient's bias is 2 * scale (or scale**2 for the layer), the
 # setter of scale)
 READS = {
@@ -368,6 +418,21 @@ READS = {
     "defaults of a function it calls": (lambda m: _with_default(jnp.sum(m(X))), _set_defaults),
     "defaults of the loss itself": (_loss_with_default, _set_defaults),
     "array.array item": (lambda m: _ARR[0] * jnp.sum(m(X)), lambda s: _ARR.__setitem__(0, s)),
+    "attribute of the loss itself": (_loss_with_attribute, lambda s: setattr(_loss_with_attribute, "k", s)),
+    "dataclass(unsafe_hash=True)": (lambda m: _HASHED.scale * jnp.sum(m(X)), lambda s: setattr(_HASHED, "scale", s)),
+    "object defining __hash__": (lambda m: _ID_HASHED.scale * jnp.sum(m(X)),
+                                 lambda s: setattr(_ID_HASHED, "scale", s)),
+    "dict subclass item": (lambda m: _DICT_CFG["scale"] * jnp.sum(m(X)), lambda s: _DICT_CFG.__setitem__("scale", s)),
+    "list subclass item": (lambda m: _LIST_CFG[0] * jnp.sum(m(X)), lambda s: _LIST_CFG.__setitem__(0, s)),
+    "bound dict.get": (lambda m: _GET("scale") * jnp.sum(m(X)), lambda s: _OPTS.__setitem__("scale", s)),
+    "bound ndarray.sum": (lambda m: _NP_SUM() / 3 * jnp.sum(m(X)), lambda s: _NP_ARR.__setitem__(slice(None), s)),
+    "large NumPy array in an object": (lambda m: _BIG.table[4999] * jnp.sum(m(X)),
+                                       lambda s: _BIG.table.__setitem__(4999, s)),
+    "masked array": (lambda m: float(_MASKED[0]) * jnp.sum(m(X)), lambda s: _MASKED.__setitem__(0, s)),
+    "object in a frozen dataclass": (lambda m: _FROZEN.inner.scale * jnp.sum(m(X)),
+                                     lambda s: setattr(_FROZEN.inner, "scale", s)),
+    "ten objects deep": (lambda m: _DEEP.n.n.n.n.n.n.n.n.n.n.scale * jnp.sum(m(X)),
+                         lambda s: setattr(_DEEP_END, "scale", s)),
 }
 
 
@@ -406,3 +471,90 @@ def test_a_layer_method_and_property_reading_a_global():
             np.testing.assert_allclose(_apply(m, X), m(X), rtol=1e-6)
     finally:
         _set_global(1.0)
+
+
+class _Gain:
+    K = 1.0
+
+
+def _act_module(z):
+    return _CFG.SCALE * z
+
+
+def _act_class(z):
+    return _Gain.K * z
+
+
+def _act_attribute(z):
+    return _act_attribute.k * z
+
+
+_act_attribute.k = 1.0
+ACTIVATIONS = {
+    "module attribute": (_act_module, lambda s: setattr(_CFG, "SCALE", s)),
+    "class attribute": (_act_class, lambda s: setattr(_Gain, "K", s)),
+    "its own attribute": (_act_attribute, lambda s: setattr(_act_attribute, "k", s)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ACTIVATIONS))
+def test_an_activation_in_a_layer_reading_a_module_class_or_attribute(name):
+    """A function held in a layer's field (not walked: keyed) is keyed by what it reads through a
+    user's module or class and by its own attributes."""
+    act, set_scale = ACTIVATIONS[name]
+    m = Flux.Dense(jnp.ones((1, 3)), False, act)
+    loss = lambda m: jnp.sum(m(X))  # noqa: E731
+    try:
+        for s in (1.0, 3.0, 3.0, -0.5):
+            set_scale(s)
+            np.testing.assert_allclose(Flux.gradient(loss, m)[0].weight, s * jnp.sum(X, axis=1)[None], rtol=1e-6)
+            np.testing.assert_allclose(_apply(m, X), s * jnp.sum(X, axis=0, keepdims=True), rtol=1e-6)
+    finally:
+        set_scale(1.0)
+
+
+_FRESH = _HashedCfg()
+
+
+def _read_fresh(m):
+    return _FRESH.scale * jnp.sum(m(X))
+
+
+def test_equal_value_objects_made_afresh_share_a_program():
+    """An object that says it is a value (defines `__hash__`) made anew before each call with the same
+    fields reuses the program; with other fields it gets another."""
+    global _FRESH
+    m, g = Flux.Dense(3, 1), Flux.jit(_read_fresh)
+    try:
+        for s in (1.0, 1.0, 2.0, 2.0):
+            _FRESH = _HashedCfg(s)
+            np.testing.assert_allclose(g(m), s * jnp.sum(m(X)), rtol=1e-6)
+        assert g.compilations == 2
+    finally:
+        _FRESH = _HashedCfg()
+
+
+def test_a_cycle_is_keyed_and_what_hangs_off_it_is_watched():
+    a, b = _Box(), _Box()
+    a.other, b.other, a.scale = b, a, 1.0  # a <-> b
+    loss = lambda m: a.other.other.scale * jnp.sum(m(X))  # noqa: E731
+    m = Flux.Dense(3, 1)
+    for s in (1.0, 2.0, 2.0, -1.0):
+        a.scale = s
+        np.testing.assert_allclose(Flux.gradient(loss, m)[0].bias, 2 * s, rtol=1e-6)
+
+
+def test_a_value_nested_too_deep_to_key_is_compiled_again_with_a_warning():
+    top, end = _chain(20)
+
+    def read(o):
+        for _ in range(20):
+            o = o.n
+        return o.scale
+
+    loss = lambda m: read(top) * jnp.sum(m(X))  # noqa: E731
+    m = Flux.Dense(3, 1)
+    with pytest.warns(UserWarning, match="cannot tell whether a _Box"):
+        for s in (1.0, 2.0, -1.0):
+            end.scale = s
+            np.testing.assert_allclose(Flux.gradient(loss, m)[0].bias, 2 * s, rtol=1e-6)
