@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .compiled.pure import concrete
 from .errors import DimensionMismatch
 from .random import check_rng, resolve_key
 
@@ -128,8 +129,10 @@ def onehotbatch(data: Any, labels: Any, default: Any = _MISSING) -> jax.Array:
     with `result[:, k...] == onehot(data[k...], labels, default)`.
 
     `data` may be any array or iterable (a string is a sequence of characters). A value missing
-    from `labels` maps to `default`, or raises `ValueError` when no default is given. Inside
-    `jax.jit` (traced numeric `data`) a missing value without default gives an all-false column.
+    from `labels` maps to `default`, or raises `ValueError` when no default is given; so does the
+    eager `gradient` of a loss that one-hot encodes traced labels (fluxjax then runs it op by op: encode
+    outside the loss, in the data pipeline, to keep it compiled). Inside your own `fluxjax.jit` or
+    `jax.jit` (traced numeric `data`), a missing value without default gives an all-false column.
 
     ```python
     >>> onehotbatch([20, 10], range(10, 40, 10))    # [[F, T], [T, F], [F, F]]
@@ -146,6 +149,8 @@ def onehotbatch(data: Any, labels: Any, default: Any = _MISSING) -> jax.Array:
     labs = _labels_list(labels)
     n = len(labs)
     if isinstance(data, jax.core.Tracer):
+        if default is _MISSING:
+            concrete(data)  # the eager call that fluxjax compiles runs op by op, where a missing value raises
         return _traced_onehotbatch(data, labs, default)
     if isinstance(data, str):
         arr = np.empty(len(data), dtype=object)

@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import fluxjax as Flux
 from fluxjax.data import DataLoader, batch, flatten, onecold, onehot, onehotbatch, unbatch
 from fluxjax.errors import DimensionMismatch
 from fluxjax.random import seed_
@@ -305,3 +306,24 @@ def test_unbatch_of_a_list_is_the_list():
     out = unbatch(obs)
     assert len(out) == 2 and eq(out[0], [1.0, 1.0]) and eq(out[1], [0.0, 0.0])
     assert [eq(a, b) for a, b in zip(unbatch(batch(obs)), obs)] == [True, True]
+
+
+@pytest.mark.parametrize("jit", [True, False])
+def test_onehotbatch_of_traced_labels_in_an_eager_gradient_checks_as_op_by_op(jit):
+    """A loss that one-hot encodes its labels: an unknown label raises in the compiled eager gradient
+    too (it runs op by op), known labels and a default give the op-by-op numbers."""
+    x = jnp.arange(9.0).reshape(3, 3) / 10
+
+    def loss(y, **kw):
+        return lambda m: Flux.logitcrossentropy(m, Flux.onehotbatch(y, range(3), **kw))
+
+    with pytest.raises(ValueError, match="Value 3 not found in labels"):
+        Flux.withgradient(loss(jnp.array([0, 3, 1])), x, jit=jit)
+    for y, kw in ((jnp.array([0, 2, 1]), {}), (jnp.array([0, 7, 1]), {"default": 2})):
+        got = Flux.withgradient(loss(y, **kw), x, jit=jit)
+        want = Flux.withgradient(loss(y, **kw), x, jit=False)
+        np.testing.assert_allclose(got.val, want.val, rtol=1e-6)
+        np.testing.assert_allclose(got.grad[0], want.grad[0], rtol=1e-6)
+    np.testing.assert_allclose(
+        Flux.withgradient(loss(jnp.array([0, 7, 1]), default=2), x, jit=False).val,
+        Flux.logitcrossentropy(x, jnp.eye(3)[:, [0, 2, 1]]), rtol=1e-6)
