@@ -139,6 +139,9 @@ def _static_key(v, k, depth):
         return (t, Same(v), _nested(_items, v, k, depth))
     if isinstance(v, IMMUTABLE_TYPES):
         return v
+    wrapped = getattr(v, "__wrapped__", None) if is_library(t) else None
+    if callable(wrapped):  # `fluxjax.jit(f)`, `jax.jit(f)`: what `f` reads, not the wrapper's caches
+        return (t, Same(v), _static_key(wrapped, k, depth + 1))
     own = getattr(t, "__fluxjax_key__", None)
     if own is not None:  # a class that says what of it a trace depends on (and keeps alive what it names)
         k.mutable = True

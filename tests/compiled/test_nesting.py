@@ -147,6 +147,26 @@ def test_jit_inside_jit_and_inside_gradient():
     np.testing.assert_allclose(g.weight, Flux.gradient(lambda m: jnp.sum(m(X)), m)[0].weight, rtol=1e-6)
 
 
+@pytest.mark.parametrize("wrap", [Flux.jit, jax.jit], ids=["fluxjax.jit", "jax.jit"])
+def test_a_compiled_function_read_by_another_is_keyed_by_what_it_wraps(wrap):
+    """`outer` reads `inner`, a compiled function: its key is what `inner`'s function reads (`scale`),
+    not `inner`'s own caches, so `outer` compiles once while nothing changes, and again when `scale` does
+    (and then gives what `inner` called op by op gives: jax.jit's own cache keeps its first `scale`)."""
+    m, scale = Flux.Dense(2, 3), [1.0]
+    inner = wrap(lambda m, x: m(x) * scale[0])
+    outer = Flux.jit(lambda m, x: jnp.sum(inner(m, x)))
+    want = float(jnp.sum(m(X)))
+    for _ in range(3):
+        np.testing.assert_allclose(outer(m, X), want, rtol=1e-6)
+    assert outer.compilations == 1
+    scale[0] = 2.0
+    for _ in range(2):
+        np.testing.assert_allclose(outer(m, X), jnp.sum(inner(m, X)), rtol=1e-6)
+    assert outer.compilations == 2
+    if wrap is Flux.jit:
+        np.testing.assert_allclose(outer(m, X), 2 * want, rtol=1e-6)
+
+
 _TOTAL = jnp.zeros(())
 
 
