@@ -51,6 +51,7 @@ def _initial_bt(b1: float, b2: float, dtype: Any) -> jax.Array:
 class _AdamLike(Rule):
     _names = ("eta", "beta", "epsilon")
     _dynamic = ("eta", "beta", "epsilon")
+    _kinds = {"beta": "pair"}
     _not_shaped = ("beta_t", "t")
     State = AdamState
 
@@ -100,6 +101,7 @@ class AdamW(_AdamLike):
 
     _names = ("eta", "beta", "lambda_", "epsilon", "couple")
     _dynamic = ("eta", "beta", "lambda_", "epsilon")
+    _kinds = {"beta": "pair", "couple": "flag"}
     _needs_params = True
 
     def __new__(
@@ -114,7 +116,7 @@ class AdamW(_AdamLike):
         **kw: Any,
     ) -> AdamW:
         lam = _pop_lambda("AdamW", lambda_, lambd, kw, 0.0)
-        return cls._create(eta=eta, beta=beta, lambda_=lam, epsilon=epsilon, couple=bool(couple))
+        return cls._create(eta=eta, beta=beta, lambda_=lam, epsilon=epsilon, couple=couple)
 
     def _step_leaf(
         self, h: dict, g: jax.Array, x: jax.Array, mt: Any, vt: Any, bt: jax.Array
@@ -376,6 +378,7 @@ class Lion(Rule):
 
     _names = ("eta", "beta")
     _dynamic = ("eta", "beta")
+    _kinds = {"beta": "pair"}
     State = LionState
 
     def __new__(cls, eta: float = 0.001, beta: Pair = (0.9, 0.999)) -> Lion:

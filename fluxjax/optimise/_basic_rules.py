@@ -141,6 +141,7 @@ class RMSProp(Rule):
 
     _names = ("eta", "rho", "epsilon", "centred")
     _dynamic = ("eta", "rho", "epsilon")
+    _kinds = {"centred": "flag"}
     State = RMSPropState
 
     def __new__(
@@ -152,7 +153,7 @@ class RMSProp(Rule):
         centred: bool = False,
         centered: bool = False,
     ) -> RMSProp:
-        return cls._create(eta=eta, rho=rho, epsilon=epsilon, centred=bool(centred or centered))
+        return cls._create(eta=eta, rho=rho, epsilon=epsilon, centred=centred or centered)
 
     @classmethod
     def _normalise_kw(cls, eta: Any, kw: dict) -> dict:
@@ -206,6 +207,7 @@ class Rprop(Rule):
 
     _names = ("eta", "ell", "gamma")
     _dynamic = ("ell", "gamma")
+    _kinds = {"ell": "pair", "gamma": "pair"}
     State = RpropState
 
     def __new__(
@@ -433,9 +435,10 @@ class ClipNorm(Rule):
 
     _names = ("omega", "p", "throw")
     _dynamic = ("omega",)
+    _kinds = {"throw": "flag"}
 
     def __new__(cls, omega: float = 10.0, p: float = 2, *, throw: bool = True) -> ClipNorm:
-        return cls._create(omega=omega, p=p, throw=bool(throw))
+        return cls._create(omega=omega, p=p, throw=throw)
 
     def _step_leaf(self, h: dict, g: jax.Array, x: Any) -> tuple:
         nrm = _norm(g, self._hp["p"])

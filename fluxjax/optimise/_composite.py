@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import optax
 
 from ..core.sharing import once, select
-from ._rule_base import DeltaUpdate, PyTree, Rule, _is_none, _or, _zeros_where, check_fit, every
+from ._rule_base import DeltaUpdate, PyTree, Rule, _is_none, _or, _zeros_where, check_fit, check_hyper, every, kind_of
 
 __all__ = ["OptimiserChain", "AccumGrad", "MixedPrecision"]
 
@@ -46,6 +46,7 @@ class OptimiserChain(Rule):
     """
 
     _names = ("opts",)
+    _kinds = {"opts": "any"}  # each checked by __new__
 
     def __new__(cls, *opts: Any) -> OptimiserChain:
         for o in opts:
@@ -137,6 +138,7 @@ def _adjust_foreign(state: PyTree, eta: Any) -> PyTree:
     if eta is None or not isinstance(hp, dict) or "learning_rate" not in hp:
         return state
     old = jnp.asarray(hp["learning_rate"])
+    eta = check_hyper("optax.inject_hyperparams", "learning_rate", eta, kind_of(old))
     return state._replace(hyperparams={**hp, "learning_rate": jnp.asarray(eta, old.dtype)})
 
 
@@ -165,6 +167,7 @@ class AccumGrad(Rule):
 
     _names = ("n",)
     _dynamic = ("n",)
+    _kinds = {"n": "count"}
     State = AccumGradState
 
     def __new__(cls, n: int) -> AccumGrad:
@@ -172,13 +175,10 @@ class AccumGrad(Rule):
 
     @classmethod
     def _check(cls, hp: dict) -> dict:
-        n = hp.get("n")
-        if n is not None:
-            if isinstance(n, bool) or int(n) != n:
-                raise TypeError(f"AccumGrad: n must be an integer, got {n!r}")
-            if n < 1:
-                raise ValueError("AccumGrad must accumulate at least one gradient")
-        return {k: int(v) for k, v in hp.items()}
+        hp = super()._check(hp)
+        if hp.get("n", 1) < 1:
+            raise ValueError("AccumGrad must accumulate at least one gradient")
+        return hp
 
     def _make_hyper(self, params: PyTree) -> dict:
         return {"n": once(_int32, self._hp["n"])}

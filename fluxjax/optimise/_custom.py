@@ -12,7 +12,7 @@ import optax
 
 from ..core.layer import bump
 from ..core.static_writes import mark_born, note_write
-from ._rule_base import DeltaUpdate, PyTree, Rule, _is_none, keep_per_array
+from ._rule_base import DeltaUpdate, PyTree, Rule, _is_none, check_hyper, keep_per_array, kind_of
 
 __all__ = ["AbstractRule", "init", "apply_"]
 
@@ -100,10 +100,14 @@ class AbstractRule(Rule):
 
     def adjust(self, eta: float | None = None, /, **kw: Any) -> AbstractRule:
         """A copy with the named fields replaced (``eta`` may be positional); names the rule does not
-        have are ignored, as Optimisers.jl's ``adjust``."""
+        have are ignored, as Optimisers.jl's ``adjust``. A field that holds a number, a pair of numbers
+        or a flag takes only another (``check_hyper``, against the kind of the value it holds)."""
         kw = self._normalise_kw(eta, kw)
         fields = self._fields()
-        return _rebuild_custom(type(self), {**fields, **{k: v for k, v in kw.items() if k in fields}})
+        new = {k: v for k, v in kw.items() if k in fields}
+        for k, v in new.items():
+            check_hyper(type(self).__name__, k, v, kind_of(fields[k]))
+        return _rebuild_custom(type(self), {**fields, **new})
 
     def adjust_state(self, state: PyTree, eta: float | None = None, /, **kw: Any) -> PyTree:
         self._normalise_kw(eta, kw)

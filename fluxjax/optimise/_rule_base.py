@@ -16,7 +16,13 @@ Types
 Hyperparameters are cast to the parameter's float type ``T`` and the state is kept in ``T``, as
 Optimisers.jl (Float16 epsilons are at least 1e-7, its ``_eps``). bfloat16 parameters are the one
 exception: they compute and keep state in float32 (``bfloat16(0.999) == 1``), and the step is cast
-back to bfloat16.
+back to bfloat16. A complex gradient (or a custom rule's complex step) for a real parameter raises
+``InexactError`` before anything is written (``check_real``), as Optimisers.jl's ``subtract!`` does;
+a complex parameter takes complex and real gradients.
+
+Each hyperparameter is checked against its field's kind when a rule is made or adjusted
+(``check_hyper``, Optimisers.jl's ``_def_check_type``): a number, a pair of numbers such as ``beta``,
+a flag such as ``couple``; a string is never read as a number.
 
 Hyperparameters in the state
 ----------------------------
@@ -51,13 +57,16 @@ when the step is traced, as Optimisers.jl's broadcast does, instead of broadcast
 
 from __future__ import annotations
 
+import numbers
 import warnings
 from typing import Any, ClassVar, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
+from ..copyto import InexactError
 from ..core.sharing import once, select
 from ..errors import DimensionMismatch
 
@@ -153,6 +162,81 @@ def _is_concrete(v: Any) -> bool:
     return not isinstance(v, jax.core.Tracer)
 
 
+def check_hyper(rule: str, name: str, v: Any, kind: str) -> Any:
+    """``v`` as hyperparameter ``name`` of ``rule``, a field of kind ``kind``, or a ``TypeError`` naming
+    both, as Optimisers.jl's ``_def_check_type`` checks a value against the type of the field's default
+    (at construction and in ``adjust``, so nothing wrong is stored). ``"number"``: a real number, kept as
+    ``float(v)`` (not a string, a complex number, a pair or an array of several); ``"rate"``: a number or
+    a schedule (a function of the step count); ``"pair"``: two numbers, kept as a tuple of floats;
+    ``"flag"``: True or False; ``"count"``: a whole number, kept as an ``int``; ``"any"``: anything."""
+    if kind == "any" or (kind == "rate" and callable(v)):
+        return v
+    if kind == "pair":
+        if isinstance(v, (tuple, list)) and len(v) == 2:
+            return tuple(check_hyper(rule, f"{name}[{i}]", u, "number") for i, u in enumerate(v))
+        raise TypeError(f"{rule}: {name} must be a pair of numbers, got {_what(v)}; pass both: {name}=(a, b)")
+    if kind == "flag":
+        if isinstance(v, (bool, np.bool_)):
+            return bool(v)
+        raise TypeError(f"{rule}: {name} must be True or False, got {_what(v)}")
+    if not _is_real(v) or kind == "count" and (isinstance(v, (bool, np.bool_)) or not float(v).is_integer()):
+        raise TypeError(f"{rule}: {name} must be {_EXPECTED[kind]}, got {_what(v)}{_hint(v)}")
+    return int(v) if kind == "count" else float(v)
+
+
+def kind_of(value: Any) -> str:
+    """The kind of field (for ``check_hyper``) that holds ``value``: a custom rule's field, a plain
+    optax state's hyperparameter, whose value now stands for the default Optimisers.jl checks against."""
+    if isinstance(value, (bool, np.bool_)):
+        return "flag"
+    if _is_real(value):
+        return "number"
+    if isinstance(value, tuple) and len(value) == 2 and all(kind_of(u) == "number" for u in value):
+        return "pair"
+    return "any"
+
+
+_EXPECTED = {
+    "number": "a real number (a float or an int)",
+    "rate": "a real number (a float or an int) or a schedule (a function of the step count)",
+    "count": "a whole number (an int)",
+}
+
+
+def _is_real(v: Any) -> bool:
+    """A real number: a Python or NumPy scalar (a bool too, as Julia's ``Bool <: Real``) or a 0-d array."""
+    if isinstance(v, numbers.Real):
+        return True
+    dt = getattr(v, "dtype", None)
+    return (dt is not None and getattr(v, "ndim", None) == 0
+            and (dt == jnp.bool_ or jnp.issubdtype(dt, jnp.integer) or jnp.issubdtype(dt, jnp.floating)))
+
+
+def _what(v: Any) -> str:
+    """``v`` and its Python type, for a message."""
+    if getattr(v, "ndim", 0):
+        return f"an array of shape {tuple(v.shape)}"
+    name = type(v).__name__
+    return "None" if v is None else f"{v!r} ({'an' if name[0] in 'aeiou' else 'a'} {name})"
+
+
+def _hint(v: Any) -> str:
+    """What to do instead, for a value that is not a number (or not a whole one) where one belongs."""
+    if _is_real(v):
+        return ""
+    if isinstance(v, (str, bytes)):
+        return "; a string is not read as a number: pass the number itself"
+    if isinstance(v, numbers.Complex) or hasattr(v, "dtype") and jnp.iscomplexobj(v):
+        return "; cannot convert complex to real: pass a real number"
+    if isinstance(v, (tuple, list)):
+        return f"; it takes one number, not a {type(v).__name__}"
+    if getattr(v, "ndim", 0):
+        return "; it takes one number, not an array"
+    if callable(v):
+        return "; it cannot be a schedule"
+    return ""
+
+
 IMPLICIT_MEMORY = "_fluxjax_implicit_states"  # a rule's memory of its implicit states (optimise.implicit)
 
 
@@ -160,15 +244,17 @@ class Rule(optax.GradientTransformationExtraArgs):
     """Base class of the Optimisers.jl rules. An instance *is* an optax ``GradientTransformation``.
 
     Subclasses declare ``_names`` (hyperparameters in Optimisers.jl's field order), ``_dynamic``
-    (those stored in ``state.hyper``), ``State`` (a NamedTuple: per-array fields, then ``hyper``),
-    ``_not_shaped`` (per-array fields not of the array's shape), and implement ``_init_leaf`` and
-    ``_step_leaf``.
+    (those stored in ``state.hyper``), ``_kinds`` (the fields that are not numbers: ``"pair"``,
+    ``"flag"``, ``"count"`` or ``"any"``, for ``check_hyper``), ``State`` (a NamedTuple: per-array
+    fields, then ``hyper``), ``_not_shaped`` (per-array fields not of the array's shape), and implement
+    ``_init_leaf`` and ``_step_leaf``.
     """
 
     __fluxjax_static__: ClassVar[bool] = True  # fluxjax.jit keys on static_key(), not on identity
     _names: ClassVar[tuple[str, ...]] = ()
     _dynamic: ClassVar[tuple[str, ...]] = ()
     _not_shaped: ClassVar[tuple[str, ...]] = ()
+    _kinds: ClassVar[dict[str, str]] = {}  # a field's kind for `check_hyper`, where it is not "number"
     _needs_params: ClassVar[bool] = False
     State: ClassVar[type] = LeafState
 
@@ -181,24 +267,14 @@ class Rule(optax.GradientTransformationExtraArgs):
 
     @classmethod
     def _check(cls, hp: dict) -> dict:
-        """Validate and normalise hyperparameters (floats, tuples of floats)."""
+        """Validate and normalise hyperparameters, each against its field's kind (``_kinds``, a number
+        unless said): ``check_hyper``. A learning rate ``eta`` that the state holds may be a schedule."""
         out = {}
         for k, v in hp.items():
-            if isinstance(v, bool) or k in ("n", "opts"):
-                out[k] = v
-            elif k == "eta" and callable(v):
-                if "eta" not in cls._dynamic:
-                    raise TypeError(f"{cls.__name__}: eta is not a learning rate here; it cannot be a schedule")
-                out[k] = v
-            elif isinstance(v, (tuple, list)):
-                if len(v) != 2:
-                    raise ValueError(f"{cls.__name__}: {k} must be a pair, got {v!r}")
-                out[k] = (float(v[0]), float(v[1]))
-            else:
-                try:
-                    out[k] = float(v)
-                except (TypeError, ValueError):
-                    raise TypeError(f"{cls.__name__}: {k}={v!r} is not a number") from None
+            kind = cls._kinds.get(k, "rate" if k == "eta" and "eta" in cls._dynamic else "number")
+            if kind == "number" and k == "eta" and callable(v):
+                raise TypeError(f"{cls.__name__}: eta is not a learning rate here; it cannot be a schedule")
+            out[k] = check_hyper(cls.__name__, k, v, kind)
         if "eta" in out and not callable(out["eta"]) and out["eta"] < 0:
             raise ValueError(f"{cls.__name__}: the learning rate cannot be negative, got eta={out['eta']}")
         return out
@@ -450,6 +526,26 @@ def check_fit(rule: Any, name: str, s: Any, g: jax.Array) -> None:
             f"{tuple(jnp.shape(g))}: the optimiser state was set up for another array. Set it up again for "
             "this model: opt_state = setup(rule, model) (or state = rule.init(params))"
         )
+
+
+_REAL_GRADIENT = "pass jnp.real(g) if only the real part is meant, or make the parameter complex (x.astype(jnp.complex64))"
+
+
+def check_real(fn: str, what: str, x: Any, v: Any, fix: str = _REAL_GRADIENT) -> None:
+    """``InexactError`` when ``v`` (``what``: a gradient, or a rule's step) is complex and ``x``, the array
+    it updates, is real: Optimisers.jl's ``subtract!`` throws it, and keeping the real part would be a
+    silent wrong answer. It reads dtypes only, so it raises while tracing too, before anything is written."""
+    if _complex(v) and not _complex(x):
+        raise InexactError(
+            f"{fn}: {what} is {getattr(v, 'dtype', 'complex')}, but the array it updates is {x.dtype}: a real array "
+            "cannot take a complex step exactly (Optimisers.jl's subtract! throws InexactError), and keeping its real "
+            f"part would be a silent wrong answer; nothing was updated. To go on, {fix}"
+        )
+
+
+def _complex(v: Any) -> bool:
+    dt = getattr(v, "dtype", None)
+    return isinstance(v, complex) if dt is None else dt.kind == "c"
 
 
 def keep_per_array(skip: PyTree, old: PyTree, new: PyTree) -> PyTree:

@@ -14,7 +14,7 @@ from ..core.sharing import sharing
 from ..core.static_writes import note_write, tracing_program
 from ..core.walk import Slot, same_arrays_tree
 from ..zygote import Grads, Params
-from ._rule_base import IMPLICIT_MEMORY
+from ._rule_base import IMPLICIT_MEMORY, check_real
 from .rulestep import _rules_step, cached_step_view
 from .wholetree import as_transform, is_whole_tree
 
@@ -171,6 +171,8 @@ def implicit_update_(holder: ImplicitState, ps: Params, gs: Grads) -> None:
     rule = holder.rule
     xs_all = [e.value() for e in ps._entries]
     gs_all = gs.gradients_for(ps)
+    for i, (x, g) in enumerate(zip(xs_all, gs_all)):
+        check_real("update_", f"the gradient of params(...)[{i}] (shape {tuple(x.shape)})", x, g)
     if holder.statedef is not None:  # a whole-tree rule: the view is the tuple of the arrays
         xs = tuple(xs_all)
         if tracing_program() and _state_is_a_constant(holder.states[0], xs):

@@ -13,6 +13,7 @@ from ..core.layer import is_array, is_layer
 from ..core.walk import Slot
 from ..errors import DimensionMismatch, StructureMismatch
 from ..zygote import Tangent
+from ._rule_base import check_real
 from .leaf import Leaf
 from .wholetree import Part
 
@@ -128,6 +129,7 @@ def _collect(opt_state, model, grads, keep_none=False):
                         f"update_: the gradient {_where(path)} has shape {tuple(jnp.shape(g))}, the parameter "
                         f"there has shape {tuple(m.shape)}"
                     )
+                check_real("update_", f"the gradient {_where(path)}", m, g)
             if isinstance(st, Leaf) and st.frozen:
                 return
             key = ("part", st.index) if isinstance(st, Part) else id(st)

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 from ..compiled.pure import NOT_RUN, cached_pure
 from ..core.sharing import sharing
 from ..errors import DimensionMismatch
+from ._rule_base import check_real
 from .wholetree import step_view
 
 
@@ -24,6 +25,7 @@ def _rules_step(rules: list, states: list, xs: list, gs: list) -> tuple[list, li
         for rule, st, x, g in zip(rules, *args):
             g = jnp.asarray(g).astype(x.dtype)
             upd, new = rule.update(g, st, x)
+            check_real("update_", f"the step of {rule!r}", x, upd, _REAL_STEP)  # (a custom rule's; while tracing)
             new_s.append(new)
             new_x.append(_params_after(rule, x, upd, new))
             if new_x[-1].shape != x.shape:  # (while tracing: shapes are static)
@@ -39,6 +41,9 @@ def _rules_step(rules: list, states: list, xs: list, gs: list) -> tuple[list, li
         with sharing():
             out = run((states, xs, gs))
     return out
+
+
+_REAL_STEP = "make the rule's step real for a real parameter (its type is the parameter's, as Optimisers.jl's)"
 
 
 def _rule_key(rule: Any) -> Any:

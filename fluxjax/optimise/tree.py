@@ -317,15 +317,16 @@ def adjust_(opt_state: Any, eta: float | None = None, **kw) -> Any:
     if is_layer(opt_state) and not isinstance(opt_state, Leaf) or is_array(opt_state):
         raise TypeError("adjust_ acts on the optimiser state from setup(), not on the model")
     check_no_parts(opt_state, "adjust_")
+    leaves, new = _leaves(opt_state, "adjust_"), []
+    for leaf in leaves:  # every new rule is made, its hyperparameters checked, before any leaf takes one
+        if not hasattr(leaf.rule, "adjust"):
+            raise TypeError(
+                f"adjust_: {type(leaf.rule).__name__} is a plain optax transformation; it has no hyperparameters to adjust"
+            )
+        new.append(leaf.rule.adjust(*(() if eta is None else (eta,)), **kw))
     with sharing():
-        for leaf in _leaves(opt_state, "adjust_"):
-            rule = leaf.rule
-            if not hasattr(rule, "adjust"):
-                raise TypeError(
-                    f"adjust_: {type(rule).__name__} is a plain optax transformation; it has no hyperparameters to adjust"
-                )
-            # the leaf's state takes the new rule's hyperparameters with it (`Leaf.__setattr__`)
-            leaf.rule = rule.adjust(*(() if eta is None else (eta,)), **kw)
+        for leaf, rule in zip(leaves, new):
+            leaf.rule = rule  # the leaf's state takes the new rule's hyperparameters with it (`Leaf.__setattr__`)
     return opt_state
 
 
@@ -348,7 +349,9 @@ def adjust(tree: Any, eta: float | None = None, **kw) -> Any:
             raise TypeError(f"adjust: {type(tree).__name__} is a plain optax transformation; it has no hyperparameters to adjust")
         return tree.adjust(*(() if eta is None else (eta,)), **kw)
     if isinstance(tree, TreeState):
-        return adjust_(_copy(tree, {}), eta, **kw)
+        new = _copy(tree, {})
+        adjust_tree(new, eta, kw, "adjust")
+        return new
     if is_layer(tree) and not isinstance(tree, Leaf) or is_array(tree):
         raise TypeError("adjust acts on the optimiser state from setup() (or on a rule), not on the model")
     _leaves(tree, "adjust")

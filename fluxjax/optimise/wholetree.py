@@ -32,7 +32,7 @@ import optax
 
 from ..core.layer import layer
 from ._composite import MixedPrecision, OptimiserChain
-from ._rule_base import Rule
+from ._rule_base import Rule, check_hyper, check_real, kind_of
 
 __all__ = ["Part", "TreeState", "is_whole_tree", "as_transform", "tree_update", "adjust_tree", "check_no_parts"]
 
@@ -253,6 +253,8 @@ def step_view(rule: Any, state: Any, treedef: Any, xs: list, gs: list) -> tuple[
     gs = [jnp.zeros_like(x) if g is None else jnp.asarray(g).astype(jnp.result_type(x)) for x, g in zip(xs, gs)]
     view_x, view_g = treedef.unflatten(xs), treedef.unflatten(gs)
     upd, new_state = optax.with_extra_args_support(as_transform(rule)).update(view_g, state, view_x)
+    for x, u in zip(xs, treedef.flatten_up_to(upd)):
+        check_real("update_", f"the update of {type(rule).__name__}", x, u, "make its update real for a real parameter")
     return new_state, treedef.flatten_up_to(_params_after(rule, view_x, upd, new_state))
 
 
@@ -298,8 +300,9 @@ def adjust_tree(ts: TreeState, eta: Any, kw: dict, fn: str = "adjust_") -> None:
     rule = ts.rule
     if isinstance(rule, Rule):
         args = () if eta is None else (eta,)
+        new_rule = rule.adjust(*args, **kw)  # (both checked before either is stored)
         ts.state = rule.adjust_state(ts.optax_state(), *args, **kw)
-        ts.rule = rule.adjust(*args, **kw)
+        ts.rule = new_rule
         return
     state = ts.optax_state()
     hp = getattr(state, "hyperparams", None)
@@ -313,6 +316,7 @@ def adjust_tree(ts: TreeState, eta: Any, kw: dict, fn: str = "adjust_") -> None:
         raise TypeError(f"{fn}: the optax state has hyperparameters {sorted(hp)}, not {unknown}")
     new = dict(hp)
     for k, v in want.items():
+        v = check_hyper(f"{fn}: optax.inject_hyperparams", k, v, kind_of(hp[k]))
         new[k] = jnp.asarray(v, jnp.result_type(hp[k]))
     ts.state = state._replace(hyperparams=new)
 
