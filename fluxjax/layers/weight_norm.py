@@ -8,14 +8,13 @@ import jax.numpy as jnp
 
 from ..core.layer import is_array, is_layer, layer, state_fields, with_fields
 from ..functors import fmap
+from ..nnlib.axes import axes
 from .containers import fn_name
 
 
-def _axes(dims: Any, ndim: int) -> tuple[int, ...]:
-    if dims is None:  # Julia's `dims = :`
-        return tuple(range(ndim))
-    ds = dims if isinstance(dims, tuple) else (dims,)
-    return tuple(sorted(int(d) % ndim for d in ds))
+def _axes(dims: Any, v: Any, which: str) -> tuple[int, ...]:
+    """The distinct axes `dims` names in the weight `v` (`None`, Julia's `dims = :`, is all of them)."""
+    return tuple(sorted(set(axes("WeightNorm", dims, v.shape, f"the {which!r} field"))))
 
 
 @layer(trainable=("layer", "g"))
@@ -25,7 +24,8 @@ class WeightNorm:
     magnitude.
 
     `WeightNorm(layer, which="weight", *, dims=-1)`; `dims` (0-based, an int, a tuple or `None` for
-    all axes) are the axes the norm sums over, by default the last, as Flux's `dims=ndims(w)`. The
+    all axes) are the axes the norm sums over, by default the last, as Flux's `dims=ndims(w)` (Flux's
+    `dims=k` is `dims=k-1`; an axis the weight does not have raises). The
     forward pass equals the wrapped layer's at construction; `remove_weight_norms(model)` folds `g`
     back into plain layers.
 
@@ -49,7 +49,7 @@ class WeightNorm:
         if not bool(jnp.any(x != 0)):
             raise ValueError(f"WeightNorm: `{which}` field for `{type(layer).__name__}` is all zero, which will result in NaN")
         self.layer = layer
-        self.g = jnp.sqrt(jnp.sum(jnp.square(x), axis=_axes(dims, x.ndim), keepdims=True) + jnp.finfo(x.dtype).eps)
+        self.g = jnp.sqrt(jnp.sum(jnp.square(x), axis=_axes(dims, x, which), keepdims=True) + jnp.finfo(x.dtype).eps)
         self.which = which
         self.dims = dims
 
@@ -66,7 +66,7 @@ class WeightNorm:
 def reparametrize(wn: WeightNorm) -> Any:
     """The wrapped layer with its `which` field set to `g .* v ./ ‖v‖` (a new layer; `wn` is unchanged)."""
     v = wn.layer.__dict__[wn.which]
-    n2 = jnp.sum(jnp.square(v), axis=_axes(wn.dims, v.ndim), keepdims=True)
+    n2 = jnp.sum(jnp.square(v), axis=_axes(wn.dims, v, wn.which), keepdims=True)
     return with_fields(wn.layer, {wn.which: wn.g * v / jnp.sqrt(n2 + jnp.finfo(wn.g.dtype).eps)})
 
 

@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..errors import DimensionMismatch
+from ..nnlib.axes import axes
 from ._utils import _default_float, _is_concrete, xlogx, xlogy
 
 Agg = Callable[[jax.Array], Any]
@@ -86,16 +87,6 @@ def _agg(agg: Agg) -> Agg:
     if not callable(agg):
         raise TypeError(f"loss function: agg must be a function such as jnp.mean or jnp.sum, got {agg!r}")
     return agg
-
-
-def _check_dims(yhat: jax.Array, dims: Any) -> None:
-    """The class axis `dims` (an int or tuple of ints) must be an axis of ŷ (0-based)."""
-    ds = dims if isinstance(dims, tuple) else (dims,)
-    if not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) and -yhat.ndim <= d < yhat.ndim for d in ds):
-        raise ValueError(
-            f"loss function: dims={dims!r} is not an axis of ŷ of size {_shape_str(tuple(yhat.shape))}; "
-            "dims is 0-based here (Flux's dims=1 is dims=0)"
-        )
 
 
 def _cast(yhat: jax.Array, v: Any) -> Any:
@@ -215,7 +206,7 @@ def crossentropy(yhat: Any, y: Any, *, dims: Dims = 0, agg: Agg = jnp.mean, eps:
     Array(0.1054, dtype=float32)
     """
     yhat, y = _prep(yhat, y)
-    _check_dims(yhat, dims)
+    axes("crossentropy", dims, yhat.shape, "ŷ")
     e = _eps(yhat, eps)
     return _agg(agg)(_k_crossentropy(yhat, y, e, dims=dims))
 
@@ -229,7 +220,7 @@ def logitcrossentropy(yhat: Any, y: Any, *, dims: Dims = 0, agg: Agg = jnp.mean)
     Array(1.0986, dtype=float32)
     """
     yhat, y = _prep(yhat, y)
-    _check_dims(yhat, dims)
+    axes("logitcrossentropy", dims, yhat.shape, "ŷ")
     return _agg(agg)(_k_logitcrossentropy(yhat, y, dims=dims))
 
 
@@ -266,7 +257,11 @@ def kldivergence(yhat: Any, y: Any, *, dims: Dims = 0, agg: Agg = jnp.mean, eps:
     Array(0.6931, dtype=float32)
     """
     yhat, y = _prep(yhat, y)
-    _check_dims(yhat, dims)
+    axes("kldivergence", dims, yhat.shape, "ŷ")
+    if jnp.ndim(y) == 0:  # Flux: a 0-d y fails _check_sizes, a number has no sum(...; dims)
+        raise DimensionMismatch(f"kldivergence expects y of size(ŷ) = {_shape_str(tuple(yhat.shape))}, the class "
+                                "probabilities whose entropy it sums along dims, but got a scalar; for the same "
+                                "distribution everywhere pass jnp.broadcast_to(y, ŷ.shape)")
     a = _agg(agg)
     entropy = a(_k_entropy(y, dims=dims))
     return entropy + crossentropy(yhat, y, dims=dims, agg=a, eps=eps)
@@ -355,7 +350,7 @@ def focal_loss(yhat: Any, y: Any, *, dims: Dims = 0, agg: Agg = jnp.mean, gamma:
     Array(0.4599, dtype=float32)
     """
     yhat, y = _prep(yhat, y)
-    _check_dims(yhat, dims)
+    axes("focal_loss", dims, yhat.shape, "ŷ")
     g, gint = _gamma(yhat, gamma)
     return _agg(agg)(_k_focal(yhat, y, _eps(yhat, eps), g, dims=dims, gint=gint))
 

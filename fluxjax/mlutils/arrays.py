@@ -14,14 +14,9 @@ import numpy as np
 
 from ..core.layer import is_array
 from ..data import batch
+from ..nnlib.axes import axes, axis
 
 __all__ = ["unsqueeze", "unstack", "chunk", "rpad_constant", "batchseq", "batch_sequence", "rescale", "topk"]
-
-
-def _axis(dims: int, ndim: int, what: str) -> int:
-    if not -ndim <= dims < ndim:
-        raise ValueError(f"{what}: dims={dims} is out of range for an array with {ndim} dims (0-based)")
-    return dims % ndim
 
 
 def unsqueeze(x: Any = None, dims: int | None = None) -> Any:
@@ -62,7 +57,7 @@ def unstack(xs: Any, dims: int) -> list[jax.Array]:
     ```
     """
     xs = jnp.asarray(xs)
-    ax = _axis(dims, xs.ndim, "unstack")
+    ax = axis("unstack", dims, xs.shape)
     return [jnp.take(xs, i, axis=ax) for i in range(xs.shape[ax])]
 
 
@@ -100,7 +95,7 @@ def chunk(x: Any, n: Any = None, *, size: Any = None, dims: int = -1, npartition
     if n is not None and not isinstance(n, (int, np.integer)):
         size, n = _sizes_from_partition(n, npartitions), None
     if is_array(x):
-        ax = _axis(dims, np.ndim(x), "chunk")
+        ax = axis("chunk", dims, np.shape(x))
         length = x.shape[ax]
     else:
         if not isinstance(x, (list, tuple, range, str)):
@@ -145,13 +140,12 @@ def rpad_constant(x: Any, n: int | Sequence[int], val: Any = 0, dims: int | Sequ
     ```
     """
     x = jnp.asarray(x)
-    axes = list(range(x.ndim)) if dims is None else [dims] if isinstance(dims, (int, np.integer)) else list(dims)
-    axes = [_axis(a, x.ndim, "rpad_constant") for a in axes]
-    ns = [int(n)] * len(axes) if isinstance(n, (int, np.integer)) else [int(k) for k in n]
-    if len(ns) != len(axes):
-        raise ValueError(f"rpad_constant: {len(ns)} lengths for {len(axes)} dims")
+    ax = axes("rpad_constant", dims, x.shape)
+    ns = [int(n)] * len(ax) if isinstance(n, (int, np.integer)) else [int(k) for k in n]
+    if len(ns) != len(ax):
+        raise ValueError(f"rpad_constant: {len(ns)} lengths for {len(ax)} dims")
     pads = [(0, 0)] * x.ndim
-    for a, k in zip(axes, ns, strict=True):
+    for a, k in zip(ax, ns, strict=True):
         pads[a] = (0, max(k - x.shape[a], 0))
     return jnp.pad(x, pads, constant_values=jnp.asarray(val, x.dtype))
 
@@ -250,7 +244,7 @@ def topk(x: Any, k: int, dims: int = 0, rev: bool = True) -> tuple[jax.Array, ja
     ```
     """
     x = jnp.asarray(x)
-    ax = _axis(dims, x.ndim, "topk")
+    ax = axis("topk", dims, x.shape)
     if not 1 <= k <= x.shape[ax]:
         raise ValueError(f"topk: k must be within 1:{x.shape[ax]}, got {k}")
     order = jnp.argsort(jax.lax.stop_gradient(x), axis=ax, stable=True, descending=rev)

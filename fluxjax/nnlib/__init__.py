@@ -3,7 +3,9 @@
 Everything is in Flux's layout (batch last, WHCN images, conv weights `(k..., Cin/groups, Cout)`)
 and Flux's semantics (`conv` flips the kernel, `SamePad` puts the extra pixel first, bilinear
 upsampling aligns corners), over `jax.numpy` / `jax.lax`. `dims` arguments are 0-based:
-Flux's `softmax(x; dims=1)` is `softmax(x, dims=0)`, the default.
+Flux's `softmax(x; dims=1)` is `softmax(x, dims=0)`, the default; a negative one counts from the end,
+and one the array does not have raises (never wraps round). Sizes that do not fit (a kernel larger
+than the padded input, a channel count) raise `fluxjax.DimensionMismatch`, as NNlib.
 """
 
 from .activations import (

@@ -29,6 +29,7 @@ import numpy as np
 
 from ..errors import DimensionMismatch
 from .activations import _float
+from .axes import axis
 from .softmax import softmax
 
 __all__ = ["dot_product_attention", "dot_product_attention_scores", "make_causal_mask"]
@@ -159,13 +160,14 @@ def dot_product_attention(
 
 def make_causal_mask(x: jax.typing.ArrayLike, dims: int = 1) -> jax.Array:
     """A bool `(len, len)` matrix `m` with `m[i, j] == (i <= j)`, `len = x.shape[dims]` (NNlib's
-    `make_causal_mask(x; dims=2)`, 0-based here). As a mask on scores `(kv_len, q_len, ...)` it lets
-    query `j` see keys `i <= j` only.
+    `make_causal_mask(x; dims=2)`, 0-based here; `x` must have that axis, so a 1-D `x` needs `dims=0`).
+    As a mask on scores `(kv_len, q_len, ...)` it lets query `j` see keys `i <= j` only.
 
     >>> make_causal_mask(jnp.ones((4, 3, 2)))   # 3x3, upper triangular
     Array([[ True,  True,  True],
            [False,  True,  True],
            [False, False,  True]], dtype=bool)
     """
-    n = np.shape(x)[dims]
+    shape = np.shape(x)
+    n = shape[axis("make_causal_mask", dims, shape)]
     return jnp.triu(jnp.ones((n, n), dtype=bool))

@@ -9,7 +9,10 @@ layout.
 `flipped=True` (or `crosscor`) is cross-correlation, which is what `lax` computes natively.
 
 Padding `pad` is an int, an N-tuple (symmetric per spatial dim), or a 2N-tuple
-`(lo1, hi1, lo2, hi2, ...)` in Flux's dim order (W first).
+`(lo1, hi1, lo2, hi2, ...)` in Flux's dim order (W first); a negative one crops, as NNlib's. The
+settings are checked as NNlib's `DenseConvDims` checks them: stride and dilation >= 1, one entry per
+spatial dim, and a kernel times dilation that fits in the padded input (else `DimensionMismatch`,
+never an empty array).
 """
 
 from __future__ import annotations
@@ -22,32 +25,17 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from ..errors import DimensionMismatch
 from ._layout import from_last, to_last
-from .dims import ConvDims, DenseConvDims, DepthwiseConvDims, conv_keywords
+from .dims import ConvDims, DenseConvDims, DepthwiseConvDims, _check_spdf, conv_keywords, expand
 
 IntOrTuple = int | Sequence[int]
 
 
-def expand(value: IntOrTuple, n: int, name: str = "argument") -> tuple[int, ...]:
-    """An int or n-tuple as an n-tuple of ints (NNlib's `expand(Val(n), value)`)."""
-    if isinstance(value, Integral):
-        return (int(value),) * n
-    value = tuple(int(v) for v in value)
-    if len(value) != n:
-        raise ValueError(f"DimensionMismatch: {name} {value} should have {n} entries, one per spatial dim")
-    return value
-
-
-def pad_pairs(pad: IntOrTuple, n: int) -> tuple[tuple[int, int], ...]:
+def pad_pairs(pad: IntOrTuple, n: int, fn: str = "") -> tuple[tuple[int, int], ...]:
     """Flux's `pad` (int, N-tuple or 2N-tuple `(lo1, hi1, ...)`) as N `(lo, hi)` pairs."""
-    if isinstance(pad, Integral):
-        return ((int(pad), int(pad)),) * n
-    pad = tuple(int(p) for p in pad)
-    if len(pad) == n:
-        return tuple((p, p) for p in pad)
-    if len(pad) == 2 * n:
-        return tuple((pad[2 * i], pad[2 * i + 1]) for i in range(n))
-    raise ValueError(f"DimensionMismatch: padding {pad} should have {n} or {2 * n} entries")
+    p = expand(pad, n, "padding", fn, (n, 2 * n))
+    return tuple((p[i], p[i]) for i in range(n)) if len(p) == n else tuple(zip(p[::2], p[1::2], strict=True))
 
 
 def same_pad(k: IntOrTuple, dilation: IntOrTuple = 1) -> tuple[int, ...]:
@@ -77,7 +65,8 @@ def conv_output_size(
     in_size: Sequence[int], k: Sequence[int], *, stride: IntOrTuple = 1, pad: IntOrTuple = 0,
     dilation: IntOrTuple = 1,
 ) -> tuple[int, ...]:
-    """Spatial output size of `conv`: `fld(n + lo + hi - ((k-1)*d + 1), s) + 1` per dim.
+    """Spatial output size of `conv`: `fld(n + lo + hi - ((k-1)*d + 1), s) + 1` per dim; a kernel that
+    does not fit in the padded input raises `DimensionMismatch`, as `conv` does.
 
     ```python
     >>> conv_output_size((28, 28), (5, 5))
@@ -88,11 +77,11 @@ def conv_output_size(
     ```
     """
     n = len(k)
-    s, d, p = expand(stride, n, "stride"), expand(dilation, n, "dilation"), pad_pairs(pad, n)
-    return tuple(
-        (i + lo + hi - ((kk - 1) * dd + 1)) // ss + 1
-        for i, kk, ss, dd, (lo, hi) in zip(in_size, k, s, d, p, strict=True)
-    )
+    if len(in_size) != n:
+        raise DimensionMismatch(f"conv_output_size: in_size {tuple(in_size)} and kernel {tuple(k)} must have one entry "
+                                "per spatial dim each")
+    s, p, d = _check_spdf("conv_output_size", in_size, k, n, stride, pad, dilation)
+    return tuple((in_size[i] + p[2 * i] + p[2 * i + 1] - (k[i] - 1) * d[i] - 1) // s[i] + 1 for i in range(n))
 
 
 def conv_transpose_output_size(
@@ -109,13 +98,36 @@ def conv_transpose_output_size(
 
     ```
     """
+    return _transpose_size("conv_transpose_output_size", in_size, k, stride, pad, dilation, outpad)[0]
+
+
+def _transpose_size(fn: str, in_size, k, stride, pad, dilation, outpad) -> tuple[tuple[int, ...], tuple, tuple, tuple]:
+    """`(size, stride, padding, dilation)` of a transposed convolution, checked: stride and dilation >= 1,
+    `0 <= outpad < stride` (else no convolution maps the output back onto the input), and a size of at
+    least 1 in every spatial dim (where NNlib's `∇conv_data` fails to allocate). Negative padding widens
+    the output (Flux's `ConvTranspose` with `SamePad()` and a stride above the kernel size)."""
     n = len(k)
-    s, d, p = expand(stride, n, "stride"), expand(dilation, n, "dilation"), pad_pairs(pad, n)
-    op = expand(outpad, n, "outpad")
-    return tuple(
-        (i - 1) * ss + 1 + (kk - 1) * dd - (lo + hi) + o
-        for i, kk, ss, dd, (lo, hi), o in zip(in_size, k, s, d, p, op, strict=True)
-    )
+    if len(in_size) != n:
+        raise DimensionMismatch(f"{fn}: input size {tuple(in_size)} and kernel {tuple(k)} must have one entry per "
+                                "spatial dim each")
+    s, p, d = _check_spdf(fn, None, k, n, stride, pad, dilation)
+    op = expand(outpad, n, "outpad", fn)
+    if any(o < 0 or o >= ss for o, ss in zip(op, s, strict=True)):
+        raise DimensionMismatch(f"{fn} needs 0 <= outpad < stride in every dim (the output must map back onto the "
+                                f"input), got outpad={outpad!r}, stride={stride!r}")
+    full = tuple((in_size[i] - 1) * s[i] + 1 + (k[i] - 1) * d[i] + op[i] for i in range(n))
+    size = tuple(full[i] - p[2 * i] - p[2 * i + 1] for i in range(n))
+    if min(size, default=1) < 1:
+        raise DimensionMismatch(f"{fn}: padding {pad!r} crops the whole output: input size {tuple(in_size)}, kernel "
+                                f"{tuple(k)}, stride {s}, dilation {d} and outpad {op} give {full} before the padding "
+                                "is taken off; use less padding")
+    return size, s, p, d
+
+
+def _groups(fn: str, groups: Any) -> int:
+    if isinstance(groups, bool) or not isinstance(groups, Integral) or groups < 1:
+        raise ValueError(f"{fn}: groups must be a positive int, got {groups!r}")
+    return int(groups)
 
 
 def _dimension_numbers(n: int, kernel: str) -> tuple[str, str, str]:
@@ -126,8 +138,8 @@ def _dimension_numbers(n: int, kernel: str) -> tuple[str, str, str]:
 
 def _check(x: jax.Array, w: jax.Array, what: str) -> int:
     if x.ndim != w.ndim or x.ndim < 3:
-        raise ValueError(
-            f"DimensionMismatch: {what} expects x and w of equal rank >= 3 (spatial..., C, N), "
+        raise DimensionMismatch(
+            f"{what} expects x and w of equal rank >= 3 (spatial..., C, N), "
             f"got x of shape {x.shape} and w of shape {w.shape}"
         )
     return w.ndim - 2
@@ -161,24 +173,34 @@ def conv(
     ```
     """
     x, w = _promote(x, w)
-    n = _check(x, w, "conv")
     if cdims is not None:
+        _check(x, w, "conv")
         kw = conv_keywords(cdims, "conv", x.shape, w.shape, stride=stride, pad=pad, dilation=dilation,
                            flipped=flipped, groups=groups)
-        return conv(x, w, **kw)
+        return _conv("conv", x, w, **kw)
+    return _conv("conv", x, w, stride, pad, dilation, flipped, groups)
+
+
+def _conv(fn: str, x: jax.Array, w: jax.Array, stride: IntOrTuple = 1, pad: IntOrTuple = 0, dilation: IntOrTuple = 1,
+          flipped: bool = False, groups: int = 1) -> jax.Array:
+    """`conv` of the promoted `x` and `w`, checked as NNlib's `DenseConvDims` checks them (channels, groups,
+    stride, padding, dilation, and a kernel that fits the padded input); `fn` names the caller in errors."""
+    n = _check(x, w, fn)
+    groups = _groups(fn, groups)
     if x.shape[-2] != w.shape[-2] * groups or w.shape[-1] % groups:
-        raise ValueError(
-            f"DimensionMismatch: conv with groups={groups} expects size(x, {n + 1}) == "
+        raise DimensionMismatch(
+            f"{fn} with groups={groups} expects size(x, {n + 1}) == "
             f"size(w, {n + 1}) * groups and size(w, {n + 2}) divisible by groups, "
             f"got x of shape {x.shape} and w of shape {w.shape}"
         )
+    s, p, d = _check_spdf(fn, x.shape, w.shape, n, stride, pad, dilation)
     if not flipped:
         w = lax.rev(w, tuple(range(n)))
     return from_last(lax.conv_general_dilated(
         to_last(x), w,
-        window_strides=expand(stride, n, "stride"),
-        padding=pad_pairs(pad, n),
-        rhs_dilation=expand(dilation, n, "dilation"),
+        window_strides=s,
+        padding=tuple(zip(p[::2], p[1::2], strict=True)),
+        rhs_dilation=d,
         dimension_numbers=_dimension_numbers(n, "IO"),
         feature_group_count=groups,
     ))
@@ -216,7 +238,7 @@ def conv_bias_act(
     b = jnp.asarray(b)
     if b.ndim == 1:
         if b.shape[0] != y.shape[-2]:
-            raise ValueError(f"DimensionMismatch: conv_bias_act: {b.shape[0]} biases for {y.shape[-2]} output channels")
+            raise DimensionMismatch(f"conv_bias_act: {b.shape[0]} biases for {y.shape[-2]} output channels")
         b = b.reshape((1,) * (y.ndim - 2) + (-1, 1))
     return sigma(y + b.astype(y.dtype))
 
@@ -235,7 +257,7 @@ def crosscor(
 
     ```
     """
-    return conv(x, w, stride=stride, pad=pad, dilation=dilation, flipped=True, groups=groups)
+    return _conv("crosscor", *_promote(x, w), stride, pad, dilation, True, groups)
 
 
 def depthwiseconv(
@@ -265,7 +287,7 @@ def depthwiseconv(
         return depthwiseconv(x, w, **kw)
     cin = x.shape[-2]
     w = _grouped(w, cin, f"depthwiseconv expects w of shape (k..., mult, {cin}) or (k..., 1, mult*{cin}) for x of shape {x.shape}")
-    return conv(x, w, stride=stride, pad=pad, dilation=dilation, flipped=flipped, groups=cin)
+    return _conv("depthwiseconv", x, w, stride, pad, dilation, flipped, cin)
 
 
 def _grouped(w: jax.Array, cin: int, expects: str) -> jax.Array:
@@ -275,7 +297,7 @@ def _grouped(w: jax.Array, cin: int, expects: str) -> jax.Array:
     if w.shape[-1] == cin:
         return jnp.reshape(w, (*w.shape[:n], 1, w.shape[-2] * cin), order="F")
     if not (w.shape[-2] == 1 and w.shape[-1] % cin == 0):
-        raise ValueError(f"DimensionMismatch: {expects}, got {w.shape}")
+        raise DimensionMismatch(f"{expects}, got {w.shape}")
     return w
 
 
@@ -304,28 +326,22 @@ def conv_transpose(
     """
     x, w = _promote(x, w)
     n = _check(x, w, "conv_transpose")
+    groups = _groups("conv_transpose", groups)
     if x.shape[-2] != w.shape[-1] or w.shape[-1] % groups:
-        raise ValueError(
-            f"DimensionMismatch: conv_transpose expects size(x, {n + 1}) == size(w, {n + 2}) "
+        raise DimensionMismatch(
+            f"conv_transpose expects size(x, {n + 1}) == size(w, {n + 2}) "
             f"(divisible by groups={groups}), got x of shape {x.shape} and w of shape {w.shape}"
         )
-    k, s, d = w.shape[:n], expand(stride, n, "stride"), expand(dilation, n, "dilation")
+    k = w.shape[:n]
+    _, s, p, d = _transpose_size("conv_transpose", x.shape[:n], k, stride, pad, dilation, outpad)
     op = expand(outpad, n, "outpad")
-    if any(o < 0 or o >= ss for o, ss in zip(op, s, strict=True)):
-        raise ValueError(
-            f"DimensionMismatch: conv_transpose needs 0 <= outpad < stride in every dim (the output must map back "
-            f"onto the input), got outpad={outpad!r}, stride={stride!r}"
-        )
     # Adjoint of the cross-correlation with w' = flip(w) (flipped=False) or w (flipped=True):
     # a cross-correlation of the s-dilated input with flip(w'), padded by (k-1)*d - lo on the
     # left and (k-1)*d - hi + outpad on the right (negative values crop).
     w = jnp.conj(w)  # the adjoint: NNlib's gemm takes 'C' (a no-op for real w)
     if flipped:
         w = lax.rev(w, tuple(range(n)))
-    padding = tuple(
-        ((kk - 1) * dd - lo, (kk - 1) * dd - hi + o)
-        for kk, dd, (lo, hi), o in zip(k, d, pad_pairs(pad, n), op, strict=True)
-    )
+    padding = tuple(((k[i] - 1) * d[i] - p[2 * i], (k[i] - 1) * d[i] - p[2 * i + 1] + op[i]) for i in range(n))
     if groups > 1:  # (k..., Cout/g, Cin) -> (k..., Cout, Cin/g): group j's block of Cin is its own.
         cout_g, cin = w.shape[-2], w.shape[-1]
         w = w.reshape(*k, cout_g, groups, cin // groups)
@@ -352,17 +368,19 @@ def _size_arg(size, n: int, full: tuple[int, ...], what: str) -> tuple[int, ...]
         return (*size, *full)
     if len(size) == n + 2:
         if size[n:] != full:
-            raise ValueError(f"DimensionMismatch: {what} {size} should end with {full}, the channel/batch sizes")
+            raise DimensionMismatch(f"{what} {size} should end with {full}, the channel/batch sizes")
         return size
-    raise ValueError(f"DimensionMismatch: {what} {size} should have {n} (spatial) or {n + 2} entries")
+    raise DimensionMismatch(f"{what} {size} should have {n} (spatial) or {n + 2} entries")
 
 
 def _check_dy(what: str, x_shape, w_shape, dy_shape, n: int, kw: dict) -> None:
+    _groups(what, kw["groups"])
+    _check_spdf(what, x_shape, w_shape, n, kw["stride"], kw["pad"], kw["dilation"])
     want = (*conv_output_size(x_shape[:n], w_shape[:n], stride=kw["stride"], pad=kw["pad"], dilation=kw["dilation"]),
             w_shape[-1], x_shape[-1])
     if tuple(dy_shape) != want or x_shape[-2] != w_shape[-2] * kw["groups"] or w_shape[-1] % kw["groups"]:
-        raise ValueError(
-            f"DimensionMismatch: {what}: conv of x {tuple(x_shape)} with w {tuple(w_shape)} (groups={kw['groups']}, "
+        raise DimensionMismatch(
+            f"{what}: conv of x {tuple(x_shape)} with w {tuple(w_shape)} (groups={kw['groups']}, "
             f"stride={kw['stride']}, pad={kw['pad']}, dilation={kw['dilation']}) gives {want}, but dy has shape {tuple(dy_shape)}"
         )
 
@@ -400,9 +418,9 @@ def grad_conv_data(
                            flipped=flipped, groups=groups)
         return grad_conv_data(dy, w, x_size.input_size, **kw)
     kw = dict(stride=stride, pad=pad, dilation=dilation, flipped=flipped, groups=groups)
-    full = (w.shape[-2] * groups, dy.shape[-1])
+    full = (w.shape[-2] * _groups("grad_conv_data", groups), dy.shape[-1])
     if x_size is None:
-        spatial = conv_transpose_output_size(dy.shape[:n], w.shape[:n], stride=stride, pad=pad, dilation=dilation)
+        spatial = _transpose_size("grad_conv_data", dy.shape[:n], w.shape[:n], stride, pad, dilation, 0)[0]
         x_shape = (*spatial, *full)
     else:
         x_shape = _size_arg(x_size, n, full, "x_size")
@@ -439,8 +457,8 @@ def grad_conv_filter(
     """
     x, dy = _promote(x, dy)
     if x.ndim != dy.ndim or x.ndim < 3:
-        raise ValueError(
-            f"DimensionMismatch: grad_conv_filter expects x and dy of equal rank >= 3 (spatial..., C, N), "
+        raise DimensionMismatch(
+            f"grad_conv_filter expects x and dy of equal rank >= 3 (spatial..., C, N), "
             f"got x of shape {x.shape} and dy of shape {dy.shape}"
         )
     n = x.ndim - 2
@@ -449,14 +467,14 @@ def grad_conv_filter(
                            flipped=flipped, groups=groups)
         return grad_conv_filter(x, dy, w_size.kernel_size, **kw)
     kw = dict(stride=stride, pad=pad, dilation=dilation, flipped=flipped, groups=groups)
-    if x.shape[-2] % groups:
-        raise ValueError(f"DimensionMismatch: grad_conv_filter: {x.shape[-2]} input channels are not divisible by groups={groups}")
+    if x.shape[-2] % _groups("grad_conv_filter", groups):
+        raise DimensionMismatch(f"grad_conv_filter: {x.shape[-2]} input channels are not divisible by groups={groups}")
     full = (x.shape[-2] // groups, dy.shape[-2])
     if w_size is None:
-        s, d, p = expand(stride, n, "stride"), expand(dilation, n, "dilation"), pad_pairs(pad, n)
+        s, p, d = _check_spdf("grad_conv_filter", None, None, n, stride, pad, dilation)
         ks = []
         for i in range(n):
-            span = x.shape[i] + p[i][0] + p[i][1] - 1 - (dy.shape[i] - 1) * s[i]  # (k-1)*d + r, 0 <= r < s
+            span = x.shape[i] + p[2 * i] + p[2 * i + 1] - 1 - (dy.shape[i] - 1) * s[i]  # (k-1)*d + r, 0 <= r < s
             cands = [(span - r) // d[i] + 1 for r in range(s[i]) if span - r >= 0 and (span - r) % d[i] == 0]
             if len(cands) != 1:
                 raise ValueError(

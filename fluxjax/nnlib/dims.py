@@ -13,6 +13,7 @@ Sizes are spatial only, as NNlib's: `input_size` leaves out the channel and batc
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from numbers import Integral
 from typing import Any
@@ -29,27 +30,54 @@ def _size(a: Any, what: str) -> tuple[int, ...]:
         raise TypeError(f"{what} must be an array or a tuple of sizes, got {type(a).__name__}") from None
 
 
-def _expand(v: Any, n: int, what: str, allowed: tuple[int, ...]) -> tuple[int, ...]:
-    out = (int(v),) * n if isinstance(v, Integral) else tuple(int(u) for u in v)
-    if len(out) not in allowed:
-        want = " or ".join(f"{k}d" for k in allowed)
-        raise DimensionMismatch(f"{what} {len(out)}d, should be {want}!")
+def expand(value: Any, n: int, name: str = "argument", fn: str = "", lengths: tuple[int, ...] = ()) -> tuple[int, ...]:
+    """An int as `n` copies of it, or a tuple of ints as it is (NNlib's `expand(Val(n), value)`), with
+    one of `lengths` entries (by default `n`, one per spatial dim). `fn` names the caller in errors.
+
+    ```python
+    >>> expand(2, 3), expand((1, 2), 2)
+    ((2, 2, 2), (1, 2))
+
+    ```
+    """
+    where = f"{fn}: " if fn else ""
+    try:
+        out = (operator.index(value),) * n
+    except TypeError:
+        try:
+            out = tuple(map(operator.index, value))
+        except TypeError:
+            raise TypeError(f"{where}{name} must be an int or a tuple of ints, got {value!r}") from None
+    lengths = lengths or (n,)
+    if len(out) not in lengths:
+        want = " or ".join(str(k) for k in lengths)
+        raise DimensionMismatch(f"{where}{name} {value!r} has {len(out)} entries, it should have {want}: one per "
+                                f"spatial dim{' (or a lo, hi pair each)' if 2 * n in lengths else ''}")
     return out
 
 
-def _check_spdf(x_size, k_size, n: int, stride, padding, dilation) -> tuple[tuple, tuple, tuple]:
-    """NNlib's `check_spdf`: stride, padding (as 2N lo/hi pairs) and dilation, checked against the
-    input and kernel sizes."""
-    s = _expand(stride, n, "Stride", (n,))
-    d = _expand(dilation, n, "Dilation", (n,))
-    p = _expand(padding, n, "Padding", (n, 2 * n))
+def _check_spdf(fn: str, x_size, k_size, n: int, stride, padding, dilation) -> tuple[tuple, tuple, tuple]:
+    """NNlib's `check_spdf`: stride, padding (as 2N lo/hi pairs) and dilation of `fn`, one entry per
+    spatial dim, with stride, dilation and kernel size >= 1. With `x_size`, the kernel `k_size` times
+    the dilation must fit in the padded input (NNlib's `_validate_padding`): a convolution or pooling
+    that would give an empty array raises `DimensionMismatch` instead. Negative padding crops the
+    input, as in NNlib (Flux's `ConvTranspose` with `SamePad()` and a stride above the kernel size
+    makes some)."""
+    s = expand(stride, n, "stride", fn)
+    d = expand(dilation, n, "dilation", fn)
+    p = expand(padding, n, "padding", fn, (n, 2 * n))
     if len(p) == n:
         p = tuple(v for v in p for _ in range(2))
-    for i in range(n):
-        if x_size[i] + p[2 * i] + p[2 * i + 1] < (k_size[i] - 1) * d[i] + 1:
+    ks = tuple(k_size[:n]) if k_size is not None else ()
+    for name, given, v in (("kernel size", ks, ks), ("stride", stride, s), ("dilation", dilation, d)):
+        if any(e < 1 for e in v):
+            raise ValueError(f"{fn}: {name} must be >= 1 in every spatial dim, got {given!r}")
+    for i in range(n if x_size is not None else 0):
+        if x_size[i] + p[2 * i] + p[2 * i + 1] < (ks[i] - 1) * d[i] + 1:
             raise DimensionMismatch(
-                f"Kernel * dilation (({k_size[i]} - 1) * {d[i]} + 1) cannot be larger than input + padding "
-                f"({x_size[i]} + {p[2 * i]} + {p[2 * i + 1]})!"
+                f"{fn}: Kernel * dilation (({ks[i]} - 1) * {d[i]} + 1) cannot be larger than input + padding "
+                f"({x_size[i]} + {p[2 * i]} + {p[2 * i + 1]})! That is spatial dim {i} of x of size {tuple(x_size)}; "
+                "the result would be empty: use a smaller kernel or dilation, or more padding"
             )
     return s, p, d
 
@@ -133,7 +161,7 @@ class DenseConvDims(ConvDims):
         xs, ws = _size(x, "DenseConvDims: x"), _size(w, "DenseConvDims: w")
         _same_rank(xs, ws)
         n = len(xs) - 2
-        s, p, d = _check_spdf(xs, ws, n, stride, padding, dilation)
+        s, p, d = _check_spdf("DenseConvDims", xs, ws, n, stride, padding, dilation)
         if xs[-2] != ws[-2] * groups:
             raise DimensionMismatch(f"Input channels must match! ({xs[-2]} vs. {ws[-2]}; groups={groups})")
         if xs[-2] % ws[-2] or ws[-1] % groups:
@@ -172,7 +200,7 @@ class DepthwiseConvDims(ConvDims):
         xs, ws = _size(x, "DepthwiseConvDims: x"), _size(w, "DepthwiseConvDims: w")
         _same_rank(xs, ws)
         n = len(xs) - 2
-        s, p, d = _check_spdf(xs, ws, n, stride, padding, dilation)
+        s, p, d = _check_spdf("DepthwiseConvDims", xs, ws, n, stride, padding, dilation)
         if xs[-2] != ws[-1]:
             raise DimensionMismatch(f"Input channels must match! ({xs[-2]} vs. {ws[-1]})")
         _init(self, xs[:n], ws[:n], xs[-2], s, p, d, bool(flipkernel), channel_multiplier=ws[-2])
@@ -206,7 +234,7 @@ class PoolDims(ConvDims):
                 f"PoolDims expects ndims(x) == length(k) + 2, got x of size {xs} and a window of {len(ks)} dims"
             )
         n = len(ks)
-        s, p, d = _check_spdf(xs, ks, n, ks if stride is None else stride, padding, dilation)
+        s, p, d = _check_spdf("PoolDims", xs, ks, n, ks if stride is None else stride, padding, dilation)
         _init(self, xs[:n], ks, xs[-2], s, p, d, False)
 
     @property

@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..random import resolve_key
+from .axes import axes
 
 
 def dropout(*args, dims=None, active: bool = True):
@@ -43,12 +44,7 @@ def dropout(*args, dims=None, active: bool = True):
     if dims is None:
         shape = x.shape
     else:
-        ds = dims if isinstance(dims, tuple) else (dims,)
-        if not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in ds):
-            raise TypeError(f"dropout: dims must be an int or a tuple of ints (0-based axes), got {dims!r}")
-        if not all(-x.ndim <= d < x.ndim for d in ds):
-            raise ValueError(f"dropout: dims={dims!r} names an axis that an array of shape {x.shape} does not have (0-based)")
-        axes = {d % x.ndim for d in ds}
-        shape = tuple(s if i in axes else 1 for i, s in enumerate(x.shape))
+        keep_axes = axes("dropout", dims, x.shape)
+        shape = tuple(s if i in keep_axes else 1 for i, s in enumerate(x.shape))
     keep = jax.random.bernoulli(resolve_key(rng), 1 - p, shape)
     return jnp.where(keep, x / (1 - p), jnp.zeros((), x.dtype)).astype(x.dtype)

@@ -8,7 +8,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .conv import IntOrTuple, conv
+from ..errors import DimensionMismatch
+from .conv import IntOrTuple, _conv
 from .gradients import _transpose
 
 
@@ -16,9 +17,7 @@ def _kernel(kernel_size: tuple, channels: int, n: int, what: str) -> tuple[int, 
     ks = tuple(kernel_size)
     if len(ks) == n + 2:  # NNlib passes size(w) = (k..., Cin, Cout)
         if ks[n] != channels:
-            raise ValueError(
-                f"DimensionMismatch: {what}: kernel_size {ks} has {ks[n]} input channels, the array has {channels}"
-            )
+            raise DimensionMismatch(f"{what}: kernel_size {ks} has {ks[n]} input channels, the array has {channels}")
         ks = ks[:n]
     if len(ks) != n or not all(isinstance(k, int) and k > 0 for k in ks):
         raise ValueError(
@@ -28,13 +27,14 @@ def _kernel(kernel_size: tuple, channels: int, n: int, what: str) -> tuple[int, 
     return ks
 
 
-def _windows(x: jax.Array, ks: tuple, kw: dict) -> jax.Array:
+def _windows(what: str, x: jax.Array, ks: tuple, kw: dict) -> jax.Array:
     """conv with one one-hot kernel per window element: output channel j is element j of each window,
-    elements numbered column-major over (k..., Cin), so that `unfold(x) ⊠ vec(w) == conv(x, w)`."""
+    elements numbered column-major over (k..., Cin), so that `unfold(x) ⊠ vec(w) == conv(x, w)`; the
+    windows are checked as `conv`'s (errors name `what`)."""
     n, cin = x.ndim - 2, x.shape[-2]
     size = math.prod(ks) * cin
     onehot = np.eye(size, dtype=np.float32).reshape(*ks, cin, size, order="F")
-    y = conv(x, jnp.asarray(onehot, x.dtype), **kw)  # (out..., size, N)
+    y = _conv(what, x, jnp.asarray(onehot, x.dtype), **kw)  # (out..., size, N)
     return jnp.reshape(y, (-1, size, x.shape[-1]), order="F") if n > 1 else y
 
 
@@ -61,9 +61,9 @@ def unfold(
     """
     x = jnp.asarray(x)
     if x.ndim < 3:
-        raise ValueError(f"DimensionMismatch: unfold expects x of rank >= 3 (spatial..., C, N), got shape {x.shape}")
+        raise DimensionMismatch(f"unfold expects x of rank >= 3 (spatial..., C, N), got shape {x.shape}")
     ks = _kernel(kernel_size, x.shape[-2], x.ndim - 2, "unfold")
-    return _windows(x, ks, dict(stride=stride, pad=pad, dilation=dilation, flipped=flipped))
+    return _windows("unfold", x, ks, dict(stride=stride, pad=pad, dilation=dilation, flipped=flipped))
 
 
 def fold(
@@ -79,8 +79,8 @@ def fold(
         raise ValueError(f"fold: output_size is the shape of x, (spatial..., C, N), got {output_size}")
     ks = _kernel(kernel_size, output_size[-2], len(output_size) - 2, "fold")
     kw = dict(stride=stride, pad=pad, dilation=dilation, flipped=flipped)
-    return _transpose(lambda x: _windows(x, ks, kw), output_size, y, lambda want: (
-        f"DimensionMismatch: fold into {output_size} with kernel {ks} expects y of shape {want} "
+    return _transpose(lambda x: _windows("fold", x, ks, kw), output_size, y, lambda want: (
+        f"fold into {output_size} with kernel {ks} expects y of shape {want} "
         f"(windows, window size, N), got {y.shape}"
     ))
 

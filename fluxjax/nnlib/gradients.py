@@ -11,6 +11,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from ..errors import DimensionMismatch
 from .conv import IntOrTuple, _grouped, _size_arg, grad_conv_data, grad_conv_filter
 from .dims import ConvDims, DepthwiseConvDims, PoolDims, conv_keywords
 from .pooling import lpnormpool, maxpool, meanpool
@@ -23,8 +24,8 @@ def _pool_grad(pool: Callable, dy, y, x, what: str) -> jax.Array:
     out, back = jax.vjp(pool, x)
     for name, v in (("dy", dy), ("y", jnp.asarray(y))):
         if v.shape != out.shape:
-            raise ValueError(
-                f"DimensionMismatch: {what}: {name} has shape {v.shape}, but pooling x of shape {x.shape} "
+            raise DimensionMismatch(
+                f"{what}: {name} has shape {v.shape}, but pooling x of shape {x.shape} "
                 f"gives {out.shape}"
             )
     (dx,) = back(dy.astype(out.dtype))
@@ -87,8 +88,8 @@ def _transpose(f: Callable, shape: tuple, dy, mismatch: Callable[[tuple], str] |
     x = jax.ShapeDtypeStruct(tuple(shape), dy.dtype)
     out = jax.eval_shape(f, x).shape
     if out != dy.shape:
-        raise ValueError(mismatch(out) if mismatch else
-                         f"DimensionMismatch: dy has shape {dy.shape}, but an input of shape {tuple(shape)} gives {out}")
+        raise DimensionMismatch(mismatch(out) if mismatch else
+                                f"dy has shape {dy.shape}, but an input of shape {tuple(shape)} gives {out}")
     (dx,) = jax.linear_transpose(f, x)(dy)
     return dx
 
@@ -213,7 +214,7 @@ def grad_depthwiseconv_filter(x, dy, w_size: IntOrTuple | DepthwiseConvDims, *, 
     n = x.ndim - 2
     cin = x.shape[-2]
     if dy.shape[-2] % cin:
-        raise ValueError(f"DimensionMismatch: grad_depthwiseconv_filter: {dy.shape[-2]} output channels for {cin} input channels")
+        raise DimensionMismatch(f"grad_depthwiseconv_filter: {dy.shape[-2]} output channels for {cin} input channels")
     w_shape = _size_arg(w_size, n, (dy.shape[-2] // cin, cin), "w_size")
     dwg = grad_conv_filter(x, dy, w_shape[:n], stride=stride, pad=pad, dilation=dilation, flipped=flipped, groups=cin)
     return jnp.reshape(dwg, w_shape, order="F")

@@ -12,7 +12,8 @@ def normalise(x: jax.typing.ArrayLike, dims: Dims = -1, eps: float = 1e-5) -> ja
     """`(x .- μ) ./ sqrt.(σ² .+ eps)` with the mean `μ` and biased variance `σ²` over `dims`.
 
     NNlib's `normalise(x; dims=ndims(x), eps=1f-5)`, which `Flux.normalise` forwards to. `dims` is
-    0-based and defaults to the last axis, as Flux's does; it may be a tuple, or `None` for all axes.
+    0-based and defaults to the last axis, as Flux's does; it may be a tuple, or `None` for all axes (an
+    axis `x` does not have raises).
     Integer input is promoted to float. `normalise(jnp.array([90, 100, 110, 130, 70]))` is
     `[-0.5, 0, 0.5, 1.5, -1.5]` (shape `(5,)`).
 

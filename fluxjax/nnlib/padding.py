@@ -1,8 +1,10 @@
 """NNlib's padding functions: `pad_zeros`, `pad_constant`, `pad_repeat`, `pad_reflect`,
 `pad_symmetric`, `pad_circular`.
 
-`dims` are 0-based axes (Flux's `dims=1` is `dims=0`). `pad` is an int, a tuple with one entry
-per padded dim (symmetric), or `(lo1, hi1, lo2, hi2, ...)`.
+`dims` are 0-based axes (Flux's `dims=1` is `dims=0`; `-1` is the last), each named once; an axis the
+array does not have raises. `pad` is an int, a tuple with one entry per padded dim (symmetric), or
+`(lo1, hi1, lo2, hi2, ...)`, every entry >= 0. As NNlib, `pad_reflect` pads at most `n - 1` and
+`pad_symmetric`/`pad_circular` at most `n` on each side of an axis of length `n`.
 
 Defaults follow NNlib: `pad_constant`/`pad_zeros` pad every dim; the other modes pad the first
 `len(pad) // 2` dims for a tuple, and the spatial dims (all but the last two) for an int.
@@ -17,18 +19,22 @@ from numbers import Integral
 import jax
 import jax.numpy as jnp
 
+from .axes import axes
+
 PadSpec = int | Sequence[int]
 DimSpec = int | Sequence[int] | None
 
 
-def _dims(dims: DimSpec, ndim: int, default: Sequence[int]) -> tuple[int, ...]:
+def _dims(fn: str, dims: DimSpec, shape: tuple[int, ...], default: Sequence[int]) -> tuple[int, ...]:
     if dims is None:
         return tuple(default)
-    dims = (dims,) if isinstance(dims, Integral) else tuple(dims)
-    return tuple(int(d) % ndim for d in dims)
+    ds = axes(fn, dims, shape)
+    if len(set(ds)) < len(ds):
+        raise ValueError(f"{fn}: dims={dims!r} names an axis twice; give each axis once, with its padding")
+    return ds
 
 
-def _pairs(pad: PadSpec, dims: tuple[int, ...], ndim: int, allow_symmetric: bool) -> list[tuple[int, int]]:
+def _pairs(fn: str, pad: PadSpec, dims: tuple[int, ...], ndim: int, allow_symmetric: bool) -> list[tuple[int, int]]:
     """Per-axis `(lo, hi)` for all `ndim` axes, zero on axes not in `dims` (NNlib's `gen_pad`)."""
     if isinstance(pad, Integral):
         flat = [int(pad)] * (2 * len(dims))
@@ -39,7 +45,10 @@ def _pairs(pad: PadSpec, dims: tuple[int, ...], ndim: int, allow_symmetric: bool
         elif len(pad) == 2 * len(dims):
             flat = list(pad)
         else:
-            raise ValueError(f"Could not parse padding {pad} and dims {dims}")
+            each = "one entry (both sides) or two (lo, hi)" if allow_symmetric else "two entries (lo, hi)"
+            raise ValueError(f"{fn}: Could not parse padding {pad} and dims {dims}: give {each} per padded axis")
+    if any(p < 0 for p in flat):
+        raise ValueError(f"{fn}: padding must be >= 0, got {pad!r}; to crop, index the array instead (x[1:-1])")
     pairs = [(0, 0)] * ndim
     for i, d in enumerate(dims):
         pairs[d] = (flat[2 * i], flat[2 * i + 1])
@@ -59,9 +68,13 @@ def pad_constant(x: jax.typing.ArrayLike, pad: PadSpec, val: float = 0, *, dims:
 
     ```
     """
+    return _pad_constant("pad_constant", x, pad, val, dims)
+
+
+def _pad_constant(fn: str, x, pad: PadSpec, val, dims: DimSpec) -> jax.Array:
     x = jnp.asarray(x)
-    dims_ = _dims(dims, x.ndim, range(x.ndim))
-    return jnp.pad(x, _pairs(pad, dims_, x.ndim, True), constant_values=val)
+    dims_ = _dims(fn, dims, x.shape, range(x.ndim))
+    return jnp.pad(x, _pairs(fn, pad, dims_, x.ndim, True), constant_values=val)
 
 
 def pad_zeros(x: jax.typing.ArrayLike, pad: PadSpec, *, dims: DimSpec = None) -> jax.Array:
@@ -75,19 +88,25 @@ def pad_zeros(x: jax.typing.ArrayLike, pad: PadSpec, *, dims: DimSpec = None) ->
 
     ```
     """
-    return pad_constant(x, pad, 0, dims=dims)
+    return _pad_constant("pad_zeros", x, pad, 0, dims)
 
 
-def _pad_mode(x, pad: PadSpec, dims: DimSpec, mode: str) -> jax.Array:
+def _pad_mode(x, pad: PadSpec, dims: DimSpec, mode: str, fn: str) -> jax.Array:
     x = jnp.asarray(x)
     if isinstance(pad, Integral):
         default = range(x.ndim - 2)
     else:
         if len(pad) % 2:
-            raise ValueError(f"padding {tuple(pad)} must have an even length (lo1, hi1, lo2, hi2, ...)")
+            raise ValueError(f"{fn}: padding {tuple(pad)} must have an even length (lo1, hi1, lo2, hi2, ...)")
         default = range(len(pad) // 2)
-    dims_ = _dims(dims, x.ndim, default)
-    return jnp.pad(x, _pairs(pad, dims_, x.ndim, False), mode=mode)
+    dims_ = _dims(fn, dims, x.shape, default)
+    pairs = _pairs(fn, pad, dims_, x.ndim, False)
+    for d, (lo, hi) in enumerate(pairs):  # NNlib copies slices of x itself: at most this much per side
+        most = {"reflect": x.shape[d] - 1, "symmetric": x.shape[d], "wrap": x.shape[d]}.get(mode)
+        if most is not None and max(lo, hi) > most:
+            raise ValueError(f"{fn}: padding {(lo, hi)} on axis {d} of x with shape {tuple(x.shape)} is more than "
+                             f"its {most} available values (NNlib's BoundsError); pad with a smaller amount")
+    return jnp.pad(x, pairs, mode=mode)
 
 
 def pad_repeat(x: jax.typing.ArrayLike, pad: PadSpec, *, dims: DimSpec = None) -> jax.Array:
@@ -99,7 +118,7 @@ def pad_repeat(x: jax.typing.ArrayLike, pad: PadSpec, *, dims: DimSpec = None) -
 
     ```
     """
-    return _pad_mode(x, pad, dims, "edge")
+    return _pad_mode(x, pad, dims, "edge", "pad_repeat")
 
 
 def pad_reflect(x: jax.typing.ArrayLike, pad: PadSpec, *, dims: DimSpec = None) -> jax.Array:
@@ -111,7 +130,7 @@ def pad_reflect(x: jax.typing.ArrayLike, pad: PadSpec, *, dims: DimSpec = None) 
 
     ```
     """
-    return _pad_mode(x, pad, dims, "reflect")
+    return _pad_mode(x, pad, dims, "reflect", "pad_reflect")
 
 
 def pad_symmetric(x: jax.typing.ArrayLike, pad: PadSpec, *, dims: DimSpec = None) -> jax.Array:
@@ -123,7 +142,7 @@ def pad_symmetric(x: jax.typing.ArrayLike, pad: PadSpec, *, dims: DimSpec = None
 
     ```
     """
-    return _pad_mode(x, pad, dims, "symmetric")
+    return _pad_mode(x, pad, dims, "symmetric", "pad_symmetric")
 
 
 def pad_circular(x: jax.typing.ArrayLike, pad: PadSpec, *, dims: DimSpec = None) -> jax.Array:
@@ -135,7 +154,7 @@ def pad_circular(x: jax.typing.ArrayLike, pad: PadSpec, *, dims: DimSpec = None)
 
     ```
     """
-    return _pad_mode(x, pad, dims, "wrap")
+    return _pad_mode(x, pad, dims, "wrap", "pad_circular")
 
 
 __all__ = ["pad_zeros", "pad_constant", "pad_repeat", "pad_reflect", "pad_symmetric", "pad_circular"]

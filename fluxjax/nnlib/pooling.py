@@ -4,7 +4,9 @@
 `k`; `pad` is an int, an N-tuple or a 2N-tuple `(lo1, hi1, ...)` as for `conv`; `dilation` spaces
 the window's elements (NNlib's `PoolDims(x, k; dilation)`). The output size is
 `fld(n + lo + hi - (k-1)*d - 1, s) + 1` per spatial dim. A `PoolDims` may stand in place of `k` and
-the keywords.
+the keywords. As NNlib's `PoolDims`, the window times the dilation must fit in the padded input
+(else `DimensionMismatch`, never an empty result) and `stride` and `dilation` are >= 1; a negative
+`pad` crops, as NNlib's.
 """
 
 from __future__ import annotations
@@ -19,9 +21,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from ..errors import DimensionMismatch
 from ._layout import from_last, to_last
-from .conv import IntOrTuple, expand, pad_pairs
-from .dims import PoolDims, pool_keywords
+from .conv import IntOrTuple
+from .dims import PoolDims, _check_spdf, expand, pool_keywords
 
 Window = tuple[tuple[int, ...], tuple[int, ...], tuple[tuple[int, int], ...], tuple[int, ...]]
 
@@ -31,16 +34,14 @@ def _window(x: jax.Array, k: IntOrTuple | PoolDims, stride: IntOrTuple | None, p
     """`reduce_window`'s window, strides, padding and window dilation for the channels-last
     `to_last(x)` (see `_layout.py`), from the keywords or from a `PoolDims` in place of `k`."""
     if x.ndim < 3:
-        raise ValueError(
-            f"DimensionMismatch: {what} expects x of rank >= 3 (spatial..., C, N), got {x.shape}"
-        )
+        raise DimensionMismatch(f"{what} expects x of rank >= 3 (spatial..., C, N), got {x.shape}")
     if isinstance(k, PoolDims):
         k, kw = pool_keywords(k, what, x.shape, stride=stride, pad=pad, dilation=dilation)
         stride, pad, dilation = kw["stride"], kw["pad"], kw["dilation"]
     n = x.ndim - 2
-    ks = expand(k, n, "kernel size")
-    ss = ks if stride is None else expand(stride, n, "stride")
-    return (1, *ks, 1), (1, *ss, 1), ((0, 0), *pad_pairs(pad, n), (0, 0)), (1, *expand(dilation, n, "dilation"), 1)
+    ks = expand(k, n, "kernel size", what)
+    s, p, d = _check_spdf(what, x.shape, ks, n, ks if stride is None else stride, pad, dilation)
+    return (1, *ks, 1), (1, *s, 1), ((0, 0), *zip(p[::2], p[1::2], strict=True), (0, 0)), (1, *d, 1)
 
 
 def _sum(x: jax.Array, w: Window) -> jax.Array:

@@ -11,6 +11,8 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from ..errors import DimensionMismatch
+
 
 def grid_sample(x: jax.typing.ArrayLike, grid: jax.typing.ArrayLike, *, padding_mode: str = "zeros") -> jax.Array:
     """Sample `x` `(W, H, [D,] C, N)` at the points of `grid` `(2|3, W_out, H_out, [D_out,] N)` by bilinear
@@ -37,8 +39,8 @@ def grid_sample(x: jax.typing.ArrayLike, grid: jax.typing.ArrayLike, *, padding_
     if padding_mode not in ("zeros", "border"):
         raise ValueError(f"grid_sample: padding_mode must be 'zeros' or 'border', got {padding_mode!r}")
     if grid.ndim != d + 2 or grid.shape[0] != d or grid.shape[-1] != x.shape[-1]:
-        raise ValueError(
-            f"DimensionMismatch: grid_sample of x {x.shape} expects grid of shape ({d}, out..., {x.shape[-1]}), "
+        raise DimensionMismatch(
+            f"grid_sample of x {x.shape} expects grid of shape ({d}, out..., {x.shape[-1]}), "
             f"got {grid.shape}"
         )
     return _grid_sample(x, grid, padding_mode)
@@ -87,7 +89,7 @@ def grad_grid_sample(dy: jax.typing.ArrayLike, x: jax.typing.ArrayLike, grid: ja
     y, back = jax.vjp(lambda x, g: grid_sample(x, g, padding_mode=padding_mode), jnp.asarray(x), jnp.asarray(grid))
     dy = jnp.asarray(dy)
     if dy.shape != y.shape:
-        raise ValueError(f"DimensionMismatch: grad_grid_sample: dy has shape {dy.shape}, the samples {y.shape}")
+        raise DimensionMismatch(f"grad_grid_sample: dy has shape {dy.shape}, the samples {y.shape}")
     return back(dy.astype(y.dtype))
 
 
@@ -213,7 +215,7 @@ def grad_imrotate(dy: jax.typing.ArrayLike, x: jax.typing.ArrayLike, theta: floa
     x, theta, center = _prepare(x, theta, method, rotation_center)
     dy = jnp.asarray(dy)
     if dy.shape != x.shape:
-        raise ValueError(f"DimensionMismatch: grad_imrotate: dy has shape {dy.shape}, x {x.shape}")
+        raise DimensionMismatch(f"grad_imrotate: dy has shape {dy.shape}, x {x.shape}")
     out = _trivial(dy, theta, center, adjoint=True)
     if out is not None:
         return out

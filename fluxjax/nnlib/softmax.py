@@ -2,8 +2,10 @@
 
 Flux's default `dims=1` (the first, feature axis) is `dims=0` here; `dims` may be an int, a
 tuple of ints, or `None` for all axes (Julia's `dims=:`). Results keep the reduced axes, as
-Julia's do. Like NNlib, a slice whose maximum is `+Inf` gives probability shared equally by its
-`+Inf` entries (`softmax([Inf, 1.0]) == [1, 0]`), never NaN.
+Julia's do. An axis `x` does not have raises a `ValueError` (`softmax(x, dims=2)` on a matrix;
+Julia's `dims=2` is `dims=1` here), never wraps round to another axis. Like NNlib, a slice whose
+maximum is `+Inf` gives probability shared equally by its `+Inf` entries (`softmax([Inf, 1.0]) ==
+[1, 0]`), never NaN.
 
 Example: `softmax(jnp.ones((10, 32)))` has shape `(10, 32)` and each column sums to 1.
 """
@@ -11,12 +13,12 @@ Example: `softmax(jnp.ones((10, 32)))` has shape `(10, 32)` and each column sums
 from __future__ import annotations
 
 from collections.abc import Sequence
-from numbers import Integral
 
 import jax
 import jax.numpy as jnp
 
 from .activations import _float
+from .axes import axes
 
 Dims = int | Sequence[int] | None
 
@@ -28,13 +30,11 @@ _NUMBER_ERROR = (
 
 
 def _prepare(f: str, x, dims: Dims) -> tuple[jax.Array, tuple[int, ...]]:
+    """`x` as a float array and the distinct axes `dims` names in it (an axis it lacks raises)."""
     x = _float(x)
     if x.ndim == 0:
         raise TypeError(_NUMBER_ERROR.format(f=f))
-    if dims is None:
-        return x, tuple(range(x.ndim))
-    axes = (dims,) if isinstance(dims, Integral) else tuple(dims)
-    return x, tuple(int(a) % x.ndim for a in axes)
+    return x, tuple(sorted(set(axes(f, dims, x.shape))))
 
 
 def _shifted(x: jax.Array, axes: tuple[int, ...]) -> tuple[jax.Array, jax.Array]:

@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from fluxjax.errors import DimensionMismatch
 from fluxjax.nnlib import (
     batched_adjoint,
     batched_mul,
@@ -281,7 +282,7 @@ def test_grouped_conv_is_per_group_conv():
         np.testing.assert_allclose(y[:, :, o], yg, rtol=1e-5)
         np.testing.assert_allclose(gx[:, :, i], gxg, rtol=1e-5)
         np.testing.assert_allclose(gw[:, :, :, o], gwg, rtol=1e-5)
-    with pytest.raises(ValueError, match="DimensionMismatch"):
+    with pytest.raises(DimensionMismatch):
         _shape(conv, x.shape, w.shape)
 
 

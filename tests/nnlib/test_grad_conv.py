@@ -82,11 +82,11 @@ def test_default_sizes():
 
 def test_shape_errors():
     w = jnp.ones((3, 3, 2, 4))
-    with pytest.raises(ValueError, match="DimensionMismatch"):
+    with pytest.raises(fluxjax.DimensionMismatch):
         grad_conv_data(jnp.ones((5, 5, 4, 1)), w, (8, 8))
-    with pytest.raises(ValueError, match="DimensionMismatch"):
+    with pytest.raises(fluxjax.DimensionMismatch):
         grad_conv_data(jnp.ones((5, 5, 3, 1)), w)
-    with pytest.raises(ValueError, match="DimensionMismatch"):
+    with pytest.raises(fluxjax.DimensionMismatch):
         grad_conv_filter(jnp.ones((7, 7, 2, 1)), jnp.ones((5, 5, 4, 1)), (3, 3, 3, 4))
 
 
