@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 import warnings
 
 import jax
@@ -20,8 +21,32 @@ def name(layer) -> str:
 _warned: set[str] = set()
 
 
-def _is_int(v) -> bool:
-    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+def is_int(v) -> bool:
+    """An integral number, as Julia's `Integer`: a Python or NumPy integer (any `numbers.Integral`), not a bool."""
+    return isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_))
+
+
+def is_real(v) -> bool:
+    """A real number, as Julia's `Real`: an int, a float, a NumPy integer or float (any `numbers.Real`), not a bool."""
+    return isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_))
+
+
+def as_size(v):
+    """A concrete 0-d integer array (`jnp.array(3)`) as a Python int, so that it reads as a size;
+    anything else unchanged."""
+    if (isinstance(v, (jax.Array, np.ndarray)) and not isinstance(v, jax.core.Tracer) and v.ndim == 0
+            and np.issubdtype(v.dtype, np.integer)):
+        return int(v)
+    return v
+
+
+def positive_ints(owner: str, *sizes, what: str = "sizes") -> tuple[int, ...]:
+    """`sizes` as Python ints, each an integral number (`3`, `np.int64(3)`, `jnp.array(3)`) above 0;
+    otherwise a `ValueError` naming `owner` (a layer's name)."""
+    vals = tuple(as_size(s) for s in sizes)
+    if not all(is_int(v) and v > 0 for v in vals):
+        raise ValueError(f"{owner}: {what} must be positive integers, got {sizes}")
+    return tuple(int(v) for v in vals)
 
 
 def param_dtype(layer):
@@ -50,9 +75,49 @@ def _foreign(layer, x):
         ) from None
 
 
-def as_array(layer, x):
+def _arrays_in(seq) -> list:
+    """The arrays of one or more dimensions in a (nested) list or tuple."""
+    found = []
+    for v in seq:
+        if isinstance(v, (list, tuple)):
+            found += _arrays_in(v)
+        elif not isinstance(v, np.generic) and len(getattr(v, "shape", None) or ()) > 0:
+            found.append(v)
+    return found
+
+
+_BATCH_HINT = ("for a batch of samples, stack them on the last axis, Flux's batch axis: jnp.stack(xs, axis=-1); "
+               "to join features, jnp.concatenate(xs, axis=0)")
+
+
+def _one_array(layer, x, hint: str) -> None:
+    """A `TypeError` naming the layer when `x` is a tuple, or a list holding arrays, where one array is
+    expected: numpy would stack them on axis 0, which a layer reads as the feature axis (Flux has no
+    method for a tuple, and a list of arrays is no numeric array there either)."""
+    if isinstance(x, tuple):
+        why = ("a tuple is several inputs (Chain(x, y) passes the tuple (x, y) on; Parallel with a "
+               "tuple-returning connection and PairwiseFusion return one), which a layer does not join for you")
+    elif isinstance(x, list):
+        why = "stacking them would put the list on axis 0, which the layer reads as the feature axis"
+    else:
+        return
+    arrays = _arrays_in(x)
+    if not arrays and isinstance(x, list):
+        return  # a list of numbers: a literal array
+    what = f"a {type(x).__name__} of {len(x)} items"
+    if arrays:
+        shapes = ", ".join(str(tuple(np.shape(a))) for a in arrays[:3]) + (", ..." if len(arrays) > 3 else "")
+        what += f" holding arrays of shapes {shapes}"
+    else:
+        hint = "pass jnp.asarray(x), or a list"
+    raise TypeError(f"Layer {name(layer)} expects one array, got {what}: {why}. Instead, {hint}.")
+
+
+def as_array(layer, x, hint: str = _BATCH_HINT):
     """`x` as an array, or a `TypeError` naming the layer when it is not numeric data (a string,
-    `None`, a ragged list, ...)."""
+    `None`, a ragged list, ...), or is several arrays: a tuple, or a list of arrays (`hint` says how to
+    join them; by default into a batch)."""
+    _one_array(layer, x, hint)
     if not isinstance(x, (jax.Array, np.ndarray, np.generic)) and (
         hasattr(x, "__array__") or hasattr(x, "__dlpack__") or hasattr(x, "__jax_array__")
     ):
@@ -160,8 +225,8 @@ def check_size(layer, x, axis: int, expected: int, what: str = "size(input, 1)")
 def int_tuple(owner: str, what: str, value, n: int, minimum: int = 1) -> tuple[int, ...]:
     """`value`, an int or an `n`-tuple of ints each `>= minimum`, as an `n`-tuple; otherwise a
     `TypeError`/`ValueError` naming `owner` (a layer's name) and what was expected."""
-    vals = (value,) * n if _is_int(value) else value
-    if not isinstance(vals, (tuple, list)) or not all(_is_int(v) for v in vals):
+    vals = (value,) * n if is_int(value) else value
+    if not isinstance(vals, (tuple, list)) or not all(is_int(v) for v in vals):
         raise TypeError(f"{owner}: {what} must be an int or a tuple of {n} ints, got {value!r}")
     if len(vals) != n:
         raise ValueError(f"{owner}: {what} {tuple(vals)} should have {n} entries, one per spatial dim")

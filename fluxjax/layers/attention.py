@@ -7,7 +7,7 @@ from collections.abc import Callable
 import jax
 import numpy as np
 
-from .._checks import match_eltype
+from .._checks import as_array, as_size, is_int, match_eltype
 from ..core.layer import layer
 from ..errors import DimensionMismatch, describe
 from ..init import glorot_uniform
@@ -19,15 +19,13 @@ from .normalise import Dropout
 __all__ = ["MultiHeadAttention"]
 
 
-def _is_int(x) -> bool:
-    return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
-
-
 def _normalize_dims(dims) -> dict[str, int]:
     """Flux's `normalize_mha_dims`, with `in => qkv => out` spelled `(in, qkv, out)`."""
-    if _is_int(dims):
+    dims = as_size(dims)
+    if is_int(dims):
         if dims <= 0:
             raise ValueError(f"MultiHeadAttention: sizes must be positive integers, got {dims!r}")
+        dims = int(dims)
         return dict(q_in=dims, k_in=dims, v_in=dims, qk=dims, v=dims, out=dims)
     bad = ValueError(
         "MultiHeadAttention: dims must be an int, (in, qkv, out), (in, (qk, v), out) or "
@@ -36,24 +34,27 @@ def _normalize_dims(dims) -> dict[str, int]:
     if not isinstance(dims, (tuple, list)) or len(dims) != 3:
         raise bad
     ins, qkv, out = dims
-    if _is_int(ins):
+    if is_int(ins):
         q_in = k_in = v_in = ins
-    elif isinstance(ins, (tuple, list)) and len(ins) == 3 and all(map(_is_int, ins)):
+    elif isinstance(ins, (tuple, list)) and len(ins) == 3 and all(map(is_int, ins)):
         q_in, k_in, v_in = ins
     else:
         raise bad
-    if _is_int(qkv):
+    if is_int(qkv):
         qk = v = qkv
-    elif isinstance(qkv, (tuple, list)) and len(qkv) == 2 and all(map(_is_int, qkv)):
+    elif isinstance(qkv, (tuple, list)) and len(qkv) == 2 and all(map(is_int, qkv)):
         qk, v = qkv
     else:
         raise bad
-    if not _is_int(out):
+    if not is_int(out):
         raise bad
     d = dict(q_in=q_in, k_in=k_in, v_in=v_in, qk=qk, v=v, out=out)
     if any(s <= 0 for s in d.values()):
         raise ValueError(f"MultiHeadAttention: sizes must be positive integers, got {dims!r}")
     return {k: int(s) for k, s in d.items()}
+
+
+_QKV_HINT = "pass query, key and value as separate arguments, mha(q, k, v), each (features, length, batch)"
 
 
 @layer
@@ -102,7 +103,7 @@ class MultiHeadAttention:
         rng=None,
     ):
         d = _normalize_dims((dims, *more) if more else dims)
-        if not _is_int(nheads) or nheads <= 0:
+        if not is_int(nheads) or nheads <= 0:
             raise ValueError(f"MultiHeadAttention: nheads must be a positive integer, got {nheads!r}")
         if d["qk"] % nheads:
             raise ValueError(
@@ -131,7 +132,7 @@ class MultiHeadAttention:
         if v is None:
             v = k
         dtype = self.q_proj.weight.dtype
-        q, k, v = (match_eltype(self, x, dtype) for x in (q, k, v))
+        q, k, v = (match_eltype(self, as_array(self, x, hint=_QKV_HINT), dtype) for x in (q, k, v))
         self._check(q, self.q_proj, "q_in")
         self._check(k, self.k_proj, "k_in")
         self._check(v, self.v_proj, "v_in")
@@ -179,7 +180,7 @@ class MultiHeadAttention:
             s += ", bias=true"
         p = getattr(self.attn_drop, "p", 0)
         if p != 0:
-            s += f", dropout_prob={p}"
+            s += f", dropout_prob={p!s}"
         return s + ")"
 
     def _show_children(self):

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import jax.numpy as jnp
 
-from .._checks import check_callable, check_size, match_eltype
+from .._checks import as_size, check_callable, check_size, match_eltype, positive_ints
 from ..core.layer import is_array, is_layer, layer
 from ..errors import DimensionMismatch
 from ..init import create_bias, glorot_uniform
@@ -19,12 +19,6 @@ def identity(x):
 
 def act_name(f: Callable) -> str:
     return getattr(f, "__name__", repr(f))
-
-
-def _positive(layer_name, *sizes):
-    for s in sizes:
-        if not isinstance(s, int) or isinstance(s, bool) or s <= 0:
-            raise ValueError(f"{layer_name}: sizes must be positive integers, got {sizes}")
 
 
 @layer
@@ -46,6 +40,7 @@ class Dense:
     __fluxjax_autosize_dim__ = 0  # autosize reads `_` off the feature dimension
 
     def __init__(self, a, b=None, c=None, *, init: Callable = glorot_uniform, bias=True, rng=None):
+        a = as_size(a)  # `Dense(jnp.array(3), 4)`: a 0-d integer array is a size
         if is_array(a):
             weight = jnp.asarray(a)
             if weight.ndim != 2:
@@ -59,7 +54,7 @@ class Dense:
                 (n_in, n_out), sigma = a, b
             else:
                 n_in, n_out, sigma = a, b, c
-            _positive("Dense", n_in, n_out)
+            n_in, n_out = positive_ints("Dense", n_in, n_out)
             weight = init(n_out, n_in, rng=rng) if rng is not None else init(n_out, n_in)
             bias_arg = bias
         check_callable("Dense", "the activation σ", sigma)

@@ -8,8 +8,9 @@ from functools import reduce
 from typing import Any
 
 import jax.numpy as jnp
+import numpy as np
 
-from .._checks import check_callable
+from .._checks import check_callable, is_int
 from ..core.layer import is_layer, layer
 from ..errors import DimensionMismatch, describe
 from ..show import one_line
@@ -77,9 +78,27 @@ def _julia_aligned(owner: Any, connection: Callable, outs) -> list:
     return outs
 
 
-def _connect(connection: Callable, outs: list, owner: Any = None):
-    if owner is not None:
-        outs = _julia_aligned(owner, connection, outs)
+# NumPy's joining functions take ONE sequence (`jnp.concatenate((a, b))`) where Julia's `vcat`, `hcat` and
+# `cat` take the arrays as arguments: called with the outputs as arguments they would read the second as an
+# axis or a dtype.
+_SEQUENCE_ARG = tuple(
+    f for m in (jnp, np) for n in ("concatenate", "concat", "stack", "hstack", "vstack", "dstack", "column_stack")
+    if (f := getattr(m, n, None)) is not None
+)
+
+
+def _connect(connection: Callable, outs: list, owner: Any):
+    """`connection(*outs)` for a container `owner`; a `TypeError` that says what to write when the
+    connection takes one sequence (`jnp.concatenate`)."""
+    if len(outs) > 1 and any(connection is f for f in _SEQUENCE_ARG):
+        fn = f"{'np' if connection.__module__.startswith('numpy') else 'jnp'}.{connection.__name__}"
+        raise TypeError(
+            f"{type(owner).__name__}: the connection {fn} takes one sequence of arrays, but it is called with "
+            f"{len(outs)} arrays as separate arguments (it would read the second as its axis). Use "
+            f"lambda *ys: {fn}(ys), with the axis= you mean (Flux's vcat is jnp.concatenate(ys, axis=0): "
+            "axis 0 holds the features)"
+        )
+    outs = _julia_aligned(owner, connection, outs)
     if len(outs) != 2 and any(connection is f for f in _NARY):
         return reduce(connection, outs)
     return connection(*outs)
@@ -176,7 +195,8 @@ class Parallel(_Indexed):
     with several inputs and one layer, that layer applied to each input. A tuple input is splatted.
     `connection` is called exactly once; `operator.add`/`mul`, `jnp.add`/`multiply`/`maximum`/`minimum`
     are folded over any number of outputs, as Julia's n-ary `+`, `*`, `max`, `min`. Mismatched input
-    counts, no inputs and no layers raise `ValueError` (Flux's `ArgumentError`).
+    counts, no inputs and no layers raise `ValueError` (Flux's `ArgumentError`). A connection that takes
+    one sequence raises `TypeError`: Flux's `vcat` is `lambda *ys: jnp.concatenate(ys)`, not `jnp.concatenate`.
 
     ```python
     >>> p = Parallel(operator.add, Dense(10, 2, jnp.tanh), Dense(5, 2))
@@ -255,7 +275,7 @@ class PairwiseFusion(_Indexed):
                 )
         ys = [layers[0](inputs[0])]
         for lay, x in zip(layers[1:], inputs[1:], strict=True):
-            ys.append(lay(self.connection(*_julia_aligned(self, self.connection, (ys[-1], x)))))
+            ys.append(lay(_connect(self.connection, [ys[-1], x], self)))
         return tuple(ys)
 
 
@@ -281,7 +301,7 @@ class SkipConnection:
         self.connection = connection
 
     def __call__(self, x) -> Any:
-        return self.connection(*_julia_aligned(self, self.connection, (self.layers(x), x)))
+        return _connect(self.connection, [self.layers(x), x], self)
 
     def _show(self) -> str:
         return f"SkipConnection({fn_name(self.layers)}, {fn_name(self.connection)})"
@@ -307,10 +327,8 @@ class Maxout:
     """
 
     def __init__(self, *layers: Callable):
-        if len(layers) == 2 and callable(layers[0]) and isinstance(layers[1], int) and not isinstance(
-            layers[1], bool
-        ):
-            f, n = layers
+        if len(layers) == 2 and callable(layers[0]) and is_int(layers[1]):
+            f, n = layers[0], int(layers[1])
             if n <= 0:
                 raise ValueError(f"Maxout(f, n): n must be a positive integer, got {n}")
             layers = tuple(f() for _ in range(n))

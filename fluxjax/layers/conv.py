@@ -13,9 +13,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax.numpy as jnp
-import numpy as np
 
-from .._checks import as_array, check_callable, in_python_terms, int_tuple, match_eltype, name
+from .._checks import as_array, check_callable, in_python_terms, int_tuple, is_int, match_eltype, name
 from ..core.layer import is_array, layer
 from ..errors import DimensionMismatch, describe
 from ..init import create_bias, glorot_uniform
@@ -59,9 +58,9 @@ def calc_padding(pad: PadSpec, k: Sequence[int], dilation: Sequence[int]) -> tup
     n = len(k)
     if _is_samepad(pad):
         return same_pad(tuple(k), tuple(dilation))
-    if _is_int(pad):
+    if is_int(pad):
         pads = (int(pad),) * (2 * n)
-    elif isinstance(pad, (tuple, list)) and len(pad) in (n, 2 * n) and all(_is_int(p) for p in pad):
+    elif isinstance(pad, (tuple, list)) and len(pad) in (n, 2 * n) and all(is_int(p) for p in pad):
         pads = tuple(int(p) for p in pad)
     else:
         raise ValueError(f"pad must be an int, a {n}-tuple, a {2 * n}-tuple or SamePad(), got {pad!r}")
@@ -75,7 +74,7 @@ def _maybetuple_string(t: tuple) -> str:
 
 
 def _kernel_tuple(k, name: str) -> tuple[int, ...]:
-    if not isinstance(k, (tuple, list)) or not k or not all(_is_int(v) for v in k):
+    if not isinstance(k, (tuple, list)) or not k or not all(is_int(v) for v in k):
         raise TypeError(f"{name}: the kernel size must be a tuple of ints such as (3, 3) or (3,), got {k!r}")
     k = tuple(int(v) for v in k)
     if any(v <= 0 for v in k):
@@ -87,17 +86,13 @@ def _channels(ch, rest: tuple, name: str) -> tuple[int, int, tuple]:
     """`(cin, cout)` from `(cin, cout), σ` or `cin, cout, σ` (the tuple is Flux's `cin => cout`)."""
     if isinstance(ch, (tuple, list)) and len(ch) == 2:
         cin, cout = ch
-    elif _is_int(ch) and rest and _is_int(rest[0]):
+    elif is_int(ch) and rest and is_int(rest[0]):
         cin, cout, rest = ch, rest[0], rest[1:]
     else:
         raise TypeError(f"{name}: channels must be given as (cin, cout), got {ch!r}")
-    if not (_is_int(cin) and _is_int(cout)) or cin <= 0 or cout <= 0:
+    if not (is_int(cin) and is_int(cout)) or cin <= 0 or cout <= 0:
         raise ValueError(f"{name}: channel counts must be positive integers, got {(cin, cout)}")
     return int(cin), int(cout), rest
-
-
-def _is_int(v) -> bool:
-    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
 
 
 def _filter(init: Callable, shape: tuple[int, ...], rng) -> Any:
@@ -156,7 +151,7 @@ def _pad_total(pad: tuple, i: int, n: int) -> int:
 
 
 def _check_groups(owner: str, groups) -> None:
-    if not _is_int(groups) or groups < 1:
+    if not is_int(groups) or groups < 1:
         raise ValueError(f"{owner}: groups must be a positive integer, got {groups!r}")
 
 

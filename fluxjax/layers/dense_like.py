@@ -8,18 +8,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import as_array, check_callable, in_python_terms, match_eltype
+from .._checks import as_array, as_size, check_callable, in_python_terms, is_int, match_eltype, positive_ints
 from ..compiled.pure import concrete
 from ..core.layer import is_array, layer
 from ..errors import DimensionMismatch, describe
 from ..init import create_bias, glorot_uniform, ones32, randn32
-from .basic import _positive, act_name, identity
+from .basic import act_name, identity
 
 __all__ = ["Bilinear", "Scale", "Embedding"]
-
-
-def _is_int(x) -> bool:
-    return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
 
 
 def _init(init: Callable, dims: tuple, rng):
@@ -35,15 +31,15 @@ def _bilinear_sizes(args: tuple):
     """Sizes from Flux's spellings: `in1, in2, out`; `((in1, in2), out)`; `(in1, in2), out`; `(in, out)`;
     `in, out`. Returns `(in or (in1, in2), out, remaining args)`."""
     a = args[0] if args else None
-    if len(args) >= 3 and all(_is_int(v) for v in args[:3]):
+    if len(args) >= 3 and all(is_int(v) for v in args[:3]):
         return (args[0], args[1]), args[2], args[3:]
     if isinstance(a, tuple) and len(a) == 2 and isinstance(a[0], tuple):
         return a[0], a[1], args[1:]
-    if isinstance(a, tuple) and len(args) >= 2 and _is_int(args[1]):
+    if isinstance(a, tuple) and len(args) >= 2 and is_int(args[1]):
         return a, args[1], args[2:]
     if isinstance(a, tuple) and len(a) == 2:
         return a[0], a[1], args[1:]
-    if len(args) >= 2 and _is_int(a) and _is_int(args[1]):
+    if len(args) >= 2 and is_int(a) and is_int(args[1]):
         return a, args[1], args[2:]
     raise TypeError(
         "Bilinear needs sizes: Bilinear(((in1, in2), out), sigma), Bilinear((in, out)), "
@@ -74,7 +70,7 @@ class Bilinear:
     """
 
     def __init__(self, *args, bias=True, init: Callable = glorot_uniform, rng=None):
-        if args and is_array(args[0]):
+        if args and is_array(args[0]) and np.ndim(args[0]) > 0:
             if len(args) > 3:
                 raise TypeError("Bilinear(W, bias=True, sigma=identity): at most 3 positional arguments")
             weight = jnp.asarray(args[0])
@@ -85,12 +81,12 @@ class Bilinear:
                 b, sigma = None, b
             bias_arg = bias if b is None else b
         else:
-            ins, out, rest = _bilinear_sizes(args)
+            ins, out, rest = _bilinear_sizes(tuple(as_size(v) for v in args))
             if len(rest) > 1:
                 raise TypeError(f"Bilinear: too many positional arguments {args!r}")
             sigma = rest[0] if rest else None
-            in1, in2 = (ins, ins) if _is_int(ins) else tuple(ins)
-            _positive("Bilinear", in1, in2, out)
+            in1, in2 = (ins, ins) if is_int(ins) else tuple(ins)
+            in1, in2, out = positive_ints("Bilinear", in1, in2, out)
             weight = _init(init, (out, in1, in2), rng)
             bias_arg = bias
         check_callable("Bilinear", "the activation σ", sigma)
@@ -105,7 +101,7 @@ class Bilinear:
                     raise ValueError(f"layer {self._show()} takes a tuple of 2 inputs, got {len(x)}")
                 x, y = x
             else:
-                y = x
+                x = y = as_array(self, x, hint="pass the two inputs as a tuple, B((x, y)), or as B(x, y)")
         W = self.weight
         x, y = match_eltype(self, x, W.dtype), match_eltype(self, y, W.dtype)
         _, n1, n2 = W.shape
@@ -186,7 +182,7 @@ class Scale:
                 raise TypeError("Scale needs a size, e.g. Scale(2) or Scale(2, 3, relu), or an array")
             if isinstance(args[-1], str):
                 check_callable("Scale", "the activation σ", args[-1])
-            _positive("Scale", *args)
+            args = positive_ints("Scale", *args)
             scale = _init(init, tuple(args), rng)
             bias_arg = bias
         check_callable("Scale", "the activation σ", sigma)
@@ -231,7 +227,10 @@ class Embedding:
 
     - an int `i` gives `weight[:, i]`, of shape `(out,)`;
     - an integer array of shape `s` gives `(out, *s)`;
-    - a bool (one-hot) or float array of shape `(in, rest...)` gives `weight @ x`, `(out, rest...)`.
+    - a bool (one-hot) array of shape `(in, rest...)`, as `onehotbatch` gives, gives `weight @ x`, `(out, rest...)`.
+
+    Float input raises `TypeError`, as Flux's: token ids stored as floats need `x.astype(int)`, a float
+    one-hot `x.astype(bool)`, and a weighted mix of embeddings is `e.weight @ x`.
 
     `padding_idx` (0-based) zeroes that column at construction and masks its output (and so its
     gradient). Only `weight` is trainable. Out-of-range concrete indices raise `IndexError`; inside a
@@ -248,6 +247,7 @@ class Embedding:
     __fluxjax_autosize_dim__ = 0  # autosize reads `_` off the feature dimension
 
     def __init__(self, a, b=None, *, init: Callable = randn32, padding_idx: int | None = None, rng=None):
+        a = as_size(a)  # `Embedding(jnp.array(26), 4)`: a 0-d integer array is a size
         if is_array(a):
             if b is not None:
                 raise TypeError("Embedding(W; padding_idx=None) takes one positional argument")
@@ -256,11 +256,11 @@ class Embedding:
                 raise ValueError(f"Embedding(W): W must be a matrix (out, in), got shape {weight.shape}")
         else:
             n_in, n_out = a if isinstance(a, tuple) else (a, b)
-            _positive("Embedding", n_in, n_out)
+            n_in, n_out = positive_ints("Embedding", n_in, n_out)
             weight = _init(init, (n_out, n_in), rng)
         n_in = weight.shape[1]
         if padding_idx is not None:
-            if not _is_int(padding_idx) or not 0 <= padding_idx < n_in:
+            if not is_int(padding_idx) or not 0 <= padding_idx < n_in:
                 raise ValueError(f"Embedding: padding_idx={padding_idx} must be in 0:{n_in - 1} (0-based)")
             padding_idx = int(padding_idx)
             if not is_array(a):
@@ -274,17 +274,21 @@ class Embedding:
         x = as_array(self, x)
         if jnp.issubdtype(x.dtype, jnp.integer):
             return self._lookup(x)
+        if not jnp.issubdtype(x.dtype, jnp.bool_):
+            raise TypeError(
+                f"layer {self._show()} takes integer indices (0-based) or a bool one-hot array, got {describe(x)}: "
+                "convert float token ids with x.astype(int), a float one-hot array with x.astype(bool); "
+                "a weighted mix of embeddings is layer.weight @ x"
+            )
         if x.ndim == 0 or x.shape[0] != n_in:
             raise DimensionMismatch(
                 f"layer {self._show()} expects integer indices, or one-hot input with "
                 f"size(input, 1) == {n_in}, but got {describe(x)}"
                 + in_python_terms(self, x, 0, n_in, "one-hot rows first, batch last; or integer indices")
             )
-        onehot = jnp.issubdtype(x.dtype, jnp.bool_)
-        xf = x.astype(W.dtype) if onehot else match_eltype(self, x, W.dtype)
         # A one-hot product picks columns: exact at full precision, not rounded as a GPU's TF32 would.
-        precision = jax.lax.Precision.HIGHEST if onehot else None
-        y = jnp.matmul(W, xf.reshape(n_in, -1), precision=precision).reshape((W.shape[0],) + x.shape[1:])
+        xf = x.astype(W.dtype).reshape(n_in, -1)
+        y = jnp.matmul(W, xf, precision=jax.lax.Precision.HIGHEST).reshape((W.shape[0],) + x.shape[1:])
         if self.padding_idx is not None:
             keep = (x[self.padding_idx] == 0).astype(W.dtype)  # Flux: y .* !x[padding_idx]
             y = y * keep

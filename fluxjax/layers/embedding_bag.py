@@ -10,11 +10,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._checks import is_int, positive_ints
 from ..compiled.pure import concrete
 from ..core.layer import is_array, layer
 from ..errors import DimensionMismatch, describe
 from ..init import randn32
-from .basic import _positive
 from .dense_like import Embedding
 
 __all__ = ["EmbeddingBag"]
@@ -38,10 +38,6 @@ def _reduction(f) -> Callable:
     if isinstance(f, str) or not callable(f):
         raise TypeError(f"EmbeddingBag: reduction must be mean, sum, maximum or a function f(x, axis=1), got {f!r}")
     return f
-
-
-def _is_int(x) -> bool:
-    return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
 
 
 def _concrete(x) -> bool:
@@ -90,9 +86,9 @@ class EmbeddingBag:
                 (n_in, n_out), reduction = a, b
             else:
                 n_in, n_out = a, b
-            if not (_is_int(n_in) and _is_int(n_out)):
+            if not (is_int(n_in) and is_int(n_out)):
                 raise TypeError(f"EmbeddingBag needs integer sizes in => out, got {n_in!r} => {n_out!r}")
-            _positive("EmbeddingBag", n_in, n_out)
+            n_in, n_out = positive_ints("EmbeddingBag", n_in, n_out)
             weight = init(n_out, n_in, rng=rng) if rng is not None else init(n_out, n_in)
         self.weight = weight
         self.reduction = _reduction(jnp.mean if reduction is None else reduction)
@@ -105,10 +101,10 @@ class EmbeddingBag:
     def __call__(self, x, offsets=None) -> jax.Array:
         if offsets is not None:
             return self._split(x, offsets)
-        if _is_int(x) or isinstance(x, bool):
+        if is_int(x) or isinstance(x, bool):
             raise TypeError("EmbeddingBag expects an array of indices, not just one")
         if isinstance(x, (list, tuple)):
-            if all(_is_int(v) for v in x):
+            if all(is_int(v) for v in x):
                 return self._bag(np.asarray(x, dtype=np.int64).reshape(len(x)))
             return jnp.stack([self(v) for v in x], axis=1) if x else self._empty()
         if not (hasattr(x, "shape") and hasattr(x, "dtype")):

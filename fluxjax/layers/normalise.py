@@ -15,7 +15,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import as_array, check_callable, in_python_terms, match_eltype, name, param_dtype
+from .._checks import (
+    as_array,
+    as_size,
+    check_callable,
+    in_python_terms,
+    is_int,
+    is_real,
+    match_eltype,
+    name,
+    param_dtype,
+    positive_ints,
+)
 from ..core.layer import layer
 from ..core.region import is_active, layer_key, rebind
 from ..errors import DimensionMismatch, describe
@@ -28,14 +39,18 @@ from .basic import act_name, identity
 from .dense_like import Scale
 
 
-def _check_mode(name, active):
-    if active not in (None, True, False):
-        raise ValueError(f"{name}: active must be None (automatic), True or False, got {active!r}")
+def _check_mode(name, active) -> bool | None:
+    """`active` as Flux's `Union{Bool, Nothing}`: None, True or False (a NumPy bool too), as a Python bool."""
+    if active is not None and not isinstance(active, (bool, np.bool_)):
+        raise ValueError(
+            f"{name}: active must be None (automatic, Flux's nothing), True or False, got {active!r}"
+        )
+    return None if active is None else bool(active)
 
 
 def _check_momentum_eps(name, momentum, eps):
     for what, v in (("momentum", momentum), ("eps", eps)):
-        if not isinstance(v, (int, float, np.integer, np.floating)) or isinstance(v, bool):
+        if not is_real(v):
             raise TypeError(f"{name}: {what} must be a number, got {v!r}")
     if not 0 <= momentum <= 1:
         raise ValueError(f"{name}: momentum must lie in [0, 1], got {momentum}")
@@ -45,9 +60,11 @@ def _check_momentum_eps(name, momentum, eps):
 
 def _init_norm(lay, name, chs, sigma, init_beta, init_gamma, affine, track_stats, active, eps, momentum):
     """The fields BatchNorm and InstanceNorm share, checked; running stats start at μ = 0, σ² = 1."""
-    if not isinstance(chs, int) or chs <= 0:
+    chs = as_size(chs)
+    if not is_int(chs) or chs <= 0:
         raise ValueError(f"{name}: the number of channels must be a positive integer, got {chs!r}")
-    _check_mode(name, active)
+    chs = int(chs)
+    active = _check_mode(name, active)
     _check_momentum_eps(name, momentum, eps)
     check_callable(name, "the activation λ", sigma)
     lay.sigma = sigma
@@ -237,11 +254,10 @@ class GroupNorm:
 
     def __init__(self, chs: int, G: int, sigma: Callable = identity, *, init_beta=zeros32, init_gamma=ones32,
                  affine: bool = True, active: bool | None = None, eps: float = 1e-5, momentum: float = 0.1):
-        if not isinstance(chs, int) or not isinstance(G, int) or chs <= 0 or G <= 0:
-            raise ValueError(f"GroupNorm: chs and G must be positive integers, got {chs!r}, {G!r}")
+        chs, G = positive_ints("GroupNorm", chs, G, what="chs and G")
         if chs % G != 0:
             raise ValueError(f"GroupNorm: the number of channels {chs} must be divisible by the number of groups {G}")
-        _check_mode("GroupNorm", active)
+        active = _check_mode("GroupNorm", active)
         _check_momentum_eps("GroupNorm", momentum, eps)
         check_callable("GroupNorm", "the activation λ", sigma)
         self.sigma = sigma
@@ -297,8 +313,9 @@ class LayerNorm:
             size, sigma = size[:-1], size[-1]
         if len(size) == 1 and isinstance(size[0], tuple):
             size = size[0]
-        if not size or not all(isinstance(s, int) and s > 0 for s in size):
-            raise ValueError(f"LayerNorm: size must be positive integers, got {size!r}")
+        if not size:
+            raise ValueError("LayerNorm: size must be positive integers, got ()")
+        size = positive_ints("LayerNorm", *size, what="size")
         _check_momentum_eps("LayerNorm", 0.0, eps)
         check_callable("LayerNorm", "the activation λ", sigma)
         self.sigma = sigma
@@ -327,7 +344,7 @@ class LayerNorm:
 
 
 def _check_p(name, p):
-    if not isinstance(p, (int, float)) or isinstance(p, bool) or not 0 <= p <= 1:
+    if not is_real(p) or not 0 <= p <= 1:
         raise ValueError(f"{name}: the drop probability p must be a number in [0, 1], got {p!r}")
 
 
@@ -351,9 +368,9 @@ class Dropout:
 
     def __init__(self, p: float, *, dims=None, rng=None, active: bool | None = None):
         _check_p("Dropout", p)
-        _check_mode("Dropout", active)
+        active = _check_mode("Dropout", active)
         dims = dims if dims is None or isinstance(dims, tuple) else (dims,)
-        if dims is not None and not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in dims):
+        if dims is not None and not all(is_int(d) for d in dims):
             raise TypeError(f"Dropout: dims must be an int or a tuple of ints (0-based axes), got {dims!r}")
         self.p = p
         self.dims = dims
@@ -377,7 +394,7 @@ class Dropout:
         return str(self.dims[0] if len(self.dims) == 1 else self.dims)
 
     def _show(self):
-        s = f"Dropout({self.p}"
+        s = f"Dropout({self.p!s}"
         if self.dims is not None:
             s += f", dims={self._dims_str()}"
         if self.active is not None:
@@ -404,7 +421,7 @@ class AlphaDropout:
 
     def __init__(self, p: float, *, rng=None, active: bool | None = None):
         _check_p("AlphaDropout", p)
-        _check_mode("AlphaDropout", active)
+        active = _check_mode("AlphaDropout", active)
         self.p = p
         self.active = active
         self.rng = resolve_key(rng, "AlphaDropout")
@@ -424,7 +441,7 @@ class AlphaDropout:
         return (A * jnp.where(u > p, x, _ALPHA_PRIME) + B).astype(x.dtype)
 
     def _show(self):
-        return f"AlphaDropout({self.p})"
+        return f"AlphaDropout({self.p!s})"
 
 
 KEEP_FLOAT32 = (BatchNorm, InstanceNorm, GroupNorm)  # what `f16`/`bf16` leave in float32 (Flux's mixed precision)

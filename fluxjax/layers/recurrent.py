@@ -36,7 +36,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from .._checks import match_eltype
+from .._checks import as_array, match_eltype
 from ..core.layer import layer
 from ..errors import DimensionMismatch, describe
 from .recurrent_cells import (
@@ -66,6 +66,10 @@ __all__ = [
 ]
 
 
+_STEPS_HINT = ("for time steps (in, batch) each, stack them on axis 1 into Flux's (features, time, batch) layout: "
+               "jnp.stack(steps, axis=1)")
+
+
 class _SequenceLayer:
     """The forward pass shared by `RNN`, `LSTM`, `GRU`, `GRUv3` and `Recurrence`."""
 
@@ -79,6 +83,7 @@ class _SequenceLayer:
 
     def _prepare(self, x: Any) -> jax.Array:
         cell = self.cell
+        x = as_array(self, x, hint=_STEPS_HINT)
         if type(cell) in _BUILTIN_CELLS:  # a subclass may change `__call__`: its own steps check
             x = match_eltype(cell, x, cell.Wi.dtype)
             _check_input(self, x, cell._n_in, (2, 3), "an array (in, len) or (in, len, batch)")

@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import check_callable, in_python_terms, match_eltype, name
+from .._checks import check_callable, in_python_terms, match_eltype, name, positive_ints
 from ..core.layer import is_array, layer
 from ..errors import DimensionMismatch, describe
 from ..init import create_bias, glorot_uniform
@@ -71,10 +71,7 @@ def _sizes(name: str, a: Any, b: Any) -> tuple[tuple[int, int], Any]:
     else:
         n_in, n_out = a, b
         rest_used = True
-    for s in (n_in, n_out):
-        if not isinstance(s, (int, np.integer)) or isinstance(s, bool) or s <= 0:
-            raise ValueError(f"{name}: sizes must be positive integers, got {(n_in, n_out)}")
-    return (int(n_in), int(n_out)), rest_used
+    return positive_ints(name, n_in, n_out), rest_used
 
 
 def _keys(rng: Any, n: int) -> list:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from .._checks import is_int, is_real
 from ..core.layer import layer
 from ..errors import DimensionMismatch, describe
 from ..nnlib.upsample import pixel_shuffle, upsample_bilinear, upsample_nearest, upsample_trilinear
@@ -26,8 +27,13 @@ def _mode(mode) -> str:
     return m
 
 
+def _number(v):
+    """A NumPy scalar as the Python number it holds (the field is static configuration)."""
+    return int(v) if is_int(v) else float(v) if is_real(v) else v
+
+
 def _static(v):
-    return tuple(v) if isinstance(v, (list, tuple)) else v
+    return tuple(_number(e) for e in v) if isinstance(v, (list, tuple)) else _number(v)
 
 
 def _positive(what: str, v, integer: bool) -> None:
@@ -119,9 +125,9 @@ class PixelShuffle:
     """
 
     def __init__(self, r: int):
-        if not isinstance(r, int) or isinstance(r, bool) or r < 1:
+        if not is_int(r) or r < 1:
             raise ValueError(f"PixelShuffle: r must be a positive integer, got {r!r}")
-        self.r = r
+        self.r = int(r)
 
     def __call__(self, x):
         x = _as_array(x, self)

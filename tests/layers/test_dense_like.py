@@ -321,13 +321,13 @@ def test_embedding_values_gradient():
     _close(g.weight, _fd(ref, [W])[0])
     # an integer input gets no gradient (Zygote's nothing)
     assert _jgrad(lambda m, x: jnp.sum(m(x)), m, jnp.asarray(x))[1] is None
-    # float (soft one-hot) input: W @ x, differentiable in both
-    xf = RNG.random((5, 2)).astype(np.float32)
-    _close(m(xf), np.float64(W) @ xf)
-    gm, gx = _jgrad(lambda m, x: jnp.sum(jnp.tanh(m(x)) ** 2), m, xf)
-    fd = _fd(lambda W, x: np.sum(np.tanh(W @ x) ** 2), [W, xf])
-    _close(gm.weight, fd[0])
-    _close(gx, fd[1])
+    # a bool one-hot input is W @ x, differentiable in W; float input is refused, as Flux's gather refuses it
+    xb = np.eye(5, dtype=bool)[:, [4, 1]]
+    np.testing.assert_array_equal(m(xb), W[:, [4, 1]])
+    gm = _jgrad(lambda m: jnp.sum(jnp.tanh(m(xb)) ** 2), m)[0]
+    _close(gm.weight, _fd(lambda W: np.sum(np.tanh(W[:, [4, 1]]) ** 2), [W])[0])
+    with pytest.raises(TypeError, match=r"Embedding\(5 => 3\) takes integer indices.*x.astype\(int\)"):
+        m(RNG.random((5, 2)).astype(np.float32))
     # jit works, as a pytree
     np.testing.assert_array_equal(jax.jit(lambda m, i: m(i))(m, jnp.asarray(x)), W[:, x])
 
@@ -341,7 +341,7 @@ def test_embedding_errors():
     with pytest.raises(IndexError, match="index 7"):
         m(jnp.array([[0, 7]]))
     with pytest.raises(DimensionMismatch):
-        m(jnp.ones((4, 2)))  # one-hot of the wrong length
+        m(jnp.ones((4, 2), bool))  # one-hot of the wrong length
     with pytest.raises(ValueError, match="matrix"):
         Embedding(jnp.ones(3))
     with pytest.raises(ValueError, match="positive"):

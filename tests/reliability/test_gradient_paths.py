@@ -149,8 +149,8 @@ def _embedding(rng, s):
     kind, n, b = s
     m = fluxjax.Embedding(n + 2, 3, padding_idx=(0 if kind == 2 else None))
     m.weight = _arr(rng, 3, n + 2)
-    if kind == 1:  # one-hot / soft input: a float input, differentiated too
-        return m, [_arr(rng, n + 2, b)], []
+    if kind == 1:  # one-hot input (bool, as `onehotbatch` gives; Flux's Embedding takes no floats)
+        return m, [], [jnp.asarray(rng.integers(0, n + 2, b)[None, :] == np.arange(n + 2)[:, None])]
     return m, [], [jnp.asarray(rng.integers(0, n + 2, (b, 2)))]
 
 
