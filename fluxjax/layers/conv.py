@@ -54,7 +54,8 @@ def _is_samepad(pad) -> bool:
 
 def calc_padding(pad: PadSpec, k: Sequence[int], dilation: Sequence[int]) -> tuple[int, ...]:
     """Flux's `calc_padding`: an int becomes a 2N-tuple, a tuple is kept (N or 2N entries), and
-    `SamePad()` becomes `(cld(t,2), fld(t,2), ...)` with `t = (k-1)*dilation`."""
+    `SamePad()` becomes `(cld(t,2), fld(t,2), ...)` with `t = (k-1)*dilation`. A negative entry crops
+    (a `ConvTranspose`'s output grows), as in Flux: the model zoo's `ConvTranspose(..., pad=(0, -1, 0, -1))`."""
     n = len(k)
     if _is_samepad(pad):
         return same_pad(tuple(k), tuple(dilation))
@@ -64,8 +65,6 @@ def calc_padding(pad: PadSpec, k: Sequence[int], dilation: Sequence[int]) -> tup
         pads = tuple(int(p) for p in pad)
     else:
         raise ValueError(f"pad must be an int, a {n}-tuple, a {2 * n}-tuple or SamePad(), got {pad!r}")
-    if any(p < 0 for p in pads):
-        raise ValueError(f"pad must not be negative, got {pad!r}")
     return pads
 
 

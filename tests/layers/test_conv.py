@@ -586,3 +586,27 @@ def test_lenet_forward_backward():
     for i in (0, 2, 5, 7):
         np.testing.assert_allclose(g.layers[i].weight, jg.layers[i].weight, rtol=1e-5, atol=1e-7)
     assert sum(p.size for p in fluxjax.params(m)) == 156 + 2416 + 30840 + 10164 + 850
+
+
+def test_negative_padding_crops_as_flux():
+    """Flux's `calc_padding` keeps a negative pad and NNlib crops by it: the model zoo's diffusion_mnist
+    builds `ConvTranspose((3, 3), 2c => c, pad=(0, -1, 0, -1), stride=2)`, whose numbers are those of
+    `pad=0, outpad=1`; a `Conv` with `pad=-1` is the `Conv` of the input cropped by one on each side."""
+    rng = np.random.default_rng(3)
+    x = jnp.asarray(rng.standard_normal((5, 6, 4, 2)), jnp.float32)
+    up = fluxjax.ConvTranspose((3, 3), (4, 2), pad=(0, -1, 0, -1), stride=2, bias=False)
+    ref = fluxjax.ConvTranspose((3, 3), (4, 2), stride=2, outpad=1, bias=False)
+    ref.weight = up.weight
+    assert up(x).shape == ((5 - 1) * 2 + 3 + 1, (6 - 1) * 2 + 3 + 1, 2, 2)
+    np.testing.assert_allclose(up(x), ref(x), rtol=1e-6, atol=1e-6)
+    gu, gr = (fluxjax.gradient(lambda m: jnp.sum(m(x) ** 2), m)[0].weight for m in (up, ref))
+    np.testing.assert_allclose(gu, gr, rtol=1e-5, atol=1e-5)
+    for layer in (fluxjax.Conv, fluxjax.CrossCor):
+        c = layer((3, 3), (4, 2), pad=(-1, 0, 0, -2))
+        d = layer((3, 3), (4, 2))
+        d.weight, d.bias = c.weight, c.bias
+        np.testing.assert_allclose(c(x), d(x[1:, :-2]), rtol=1e-6, atol=1e-6)
+    assert fluxjax.MaxPool((2, 2), pad=-1)(x).shape == (1, 2, 4, 2)
+    np.testing.assert_array_equal(fluxjax.MaxPool((2, 2), pad=-1)(x), fluxjax.MaxPool((2, 2))(x[1:-1, 1:-1]))
+    with pytest.raises(DimensionMismatch, match=r"Conv\(\(3, 3\), 4 => 2, pad=-2\) needs a \(padded\) spatial size of at least 3"):
+        fluxjax.Conv((3, 3), (4, 2), pad=-2)(x)
