@@ -122,6 +122,10 @@ def _static_key(v, k, depth):
         return ("cycle", Same(v))
     if depth > _MAX_DEPTH:
         return _unkeyable(v, f"it is nested more than {_MAX_DEPTH} levels deep")
+    own = getattr(t, "__fluxjax_key__", None)
+    if own is not None:  # a class that says what of it a trace depends on (and keeps alive what it names)
+        k.mutable = True
+        return (t, own(v))
     if t is types.FunctionType:
         return _nested(_function_key, v, k, depth)
     if t is types.MethodType:
@@ -142,10 +146,6 @@ def _static_key(v, k, depth):
     wrapped = getattr(v, "__wrapped__", None) if is_library(t) else None
     if callable(wrapped):  # `fluxjax.jit(f)`, `jax.jit(f)`: what `f` reads, not the wrapper's caches
         return (t, Same(v), _static_key(wrapped, k, depth + 1))
-    own = getattr(t, "__fluxjax_key__", None)
-    if own is not None:  # a class that says what of it a trace depends on (and keeps alive what it names)
-        k.mutable = True
-        return (t, own(v))
     if isinstance(v, HOST_RNG_TYPES) and k.rngs is not None:
         k.rngs.append(v)
     try:
@@ -283,19 +283,40 @@ _DATA = (np.ndarray, np.generic, jax.Array)
 
 
 def _function_key(f, k, depth):
-    if is_library(f):
-        return f
+    if is_library(f):  # fixed code; but what a library's closure holds may be the user's (optax.sgd(schedule))
+        return f if not f.__closure__ else (f, tuple(_closed_over(_cell(c), k, depth + 1) for c in f.__closure__))
     k.mutable = True  # its cells, defaults, attributes and globals can be rebound
-    cells = []
-    for c in f.__closure__ or ():
-        try:
-            cells.append(_static_key(c.cell_contents, k, depth + 1))
-        except ValueError:  # an empty cell
-            cells.append(EMPTY)
+    cells = [EMPTY if (v := _cell(c)) is EMPTY else _static_key(v, k, depth + 1) for c in f.__closure__ or ()]
     g, names = f.__globals__, code_names(f.__code__)
     reads = tuple((n, _read_key(g[n], names, k, depth)) for n in names if n in g)
     return (f.__code__, tuple(cells), _static_key(f.__defaults__, k, depth + 1),
             _static_key(f.__kwdefaults__, k, depth + 1), _attributes(f, k, depth), reads)
+
+
+def _cell(c) -> Any:
+    try:
+        return c.cell_contents
+    except ValueError:  # an empty cell
+        return EMPTY
+
+
+def _closed_over(v, k, depth):
+    """What a library's closure holds, keyed as far as the user's code can be in it: a function or
+    callable object (a learning-rate schedule given to an optax transformation) by `_static_key`, the
+    tuples and lists that hold them (`optax.chain`'s transformations) by their items; anything else (the
+    library's own objects, arrays) by identity, as the closure's code is fixed."""
+    t = type(v)
+    if v is EMPTY:
+        return v
+    if t in _SCALARS or isinstance(v, _SCALARS) or t in (types.FunctionType, types.MethodType, functools.partial):
+        return _static_key(v, k, depth)
+    if isinstance(v, (tuple, list)):
+        if depth > _MAX_DEPTH:
+            return _unkeyable(v, f"it is nested more than {_MAX_DEPTH} levels deep")
+        return (t, tuple(_closed_over(e, k, depth + 1) for e in v))
+    if callable(v) and not is_library(t):
+        return _static_key(v, k, depth)
+    return Same(v)
 
 
 def _attributes(f, k, depth) -> tuple:

@@ -269,7 +269,7 @@ def walk(root: list, paths: bool = False, functions: bool = False, read_arrays: 
                 if names is not None:
                     ps.pop()
         elif t is not tuple and getattr(t, "__fluxjax_static__", False):
-            sig.append(("static", v.static_key()))  # an optimisation rule: what changes its traced program
+            sig.append(("static", static_key(v, w.watch, w.host_rngs)))  # a rule: its `__fluxjax_key__`
             if functions:  # the states it keeps for `update_(rule, ps, gs)`: inputs, not constants
                 for held in v.held_layers():
                     visit(None, None, None, (), held, OTHER, False)

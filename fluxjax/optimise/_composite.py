@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from ..core import keys
 from ..core.sharing import once, select
 from ._rule_base import DeltaUpdate, PyTree, Rule, _is_none, _or, _zeros_where, check_fit, check_hyper, every, kind_of
 
@@ -62,7 +63,7 @@ class OptimiserChain(Rule):
         return f"OptimiserChain({', '.join(repr(o) for o in self.opts)})"
 
     def static_key(self) -> Any:
-        return (OptimiserChain, tuple(o.static_key() if isinstance(o, Rule) else o for o in self.opts))
+        return (OptimiserChain, tuple(o.static_key() if isinstance(o, Rule) else keys.static_key(o) for o in self.opts))
 
     def adjust(self, eta: float | None = None, /, **kw: Any) -> OptimiserChain:
         args = _adjust_args(eta, kw)
@@ -273,7 +274,7 @@ class MixedPrecision(Rule):
 
     def static_key(self) -> Any:
         rule = self.rule
-        return (MixedPrecision, self.T, rule.static_key() if isinstance(rule, Rule) else rule)
+        return (MixedPrecision, self.T, rule.static_key() if isinstance(rule, Rule) else keys.static_key(rule))
 
     def adjust(self, eta: float | None = None, /, **kw: Any) -> MixedPrecision:
         return MixedPrecision(self.T, _adjusted(self.rule, _adjust_args(eta, kw), kw))

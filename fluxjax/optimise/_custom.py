@@ -4,12 +4,14 @@ array, and the functions ``init(rule, x)`` and ``apply_(rule, state, x, dx)`` (O
 
 from __future__ import annotations
 
+import types
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import optax
 
+from ..core import keys
 from ..core.layer import bump
 from ..core.static_writes import mark_born, note_write
 from ._rule_base import DeltaUpdate, PyTree, Rule, _is_none, check_hyper, keep_per_array, kind_of
@@ -81,19 +83,30 @@ class AbstractRule(Rule):
     def hyperparameters(self) -> dict:
         return self._fields()
 
-    def static_key(self) -> Any:
+    def _value(self) -> Any:
+        """The rule as a value (Optimisers.jl's rules compare by type and fields): its fields when they
+        are hashable, else the rule itself (an array in a field: the rule only equals itself)."""
         key = (type(self), tuple(self._fields().items()))
         try:
             hash(key)
-        except TypeError:  # a field that is an array, say: the rule only equals itself
+        except TypeError:
             return (type(self), id(self))
         return key
 
     def __eq__(self, other: object) -> bool:
-        return type(self) is type(other) and self.static_key() == other.static_key()  # type: ignore[attr-defined]
+        return type(self) is type(other) and self._value() == other._value()  # type: ignore[attr-defined]
 
     def __hash__(self) -> int:
-        return hash(self.static_key())
+        return hash(self._value())
+
+    def static_key(self) -> Any:
+        """What a traced step depends on, computed afresh at each call: the fields by what they hold now
+        (a list changed in place is seen), and the code of `init` and `apply_` with what it reads (the
+        module's globals, and the class's own attributes, `self.K` included)."""
+        t = type(self)
+        fns = [f for f in (getattr(t, "init", None), getattr(t, "apply_", None)) if isinstance(f, types.FunctionType)]
+        names = tuple(dict.fromkeys(n for f in fns for n in keys.code_names(f.__code__)))
+        return (t, keys.static_key((self._fields(), fns, keys.ClassReads(t, names))))
 
     def __reduce__(self) -> Any:
         return (_rebuild_custom, (type(self), self._fields()))

@@ -67,6 +67,7 @@ import numpy as np
 import optax
 
 from ..copyto import InexactError
+from ..core import keys
 from ..core.sharing import once, select
 from ..errors import DimensionMismatch
 
@@ -328,8 +329,15 @@ class Rule(optax.GradientTransformationExtraArgs):
         return dict(self._hp)
 
     def static_key(self) -> Any:
-        """Hashable key of everything that changes the traced computation (not the values in state)."""
-        return (type(self), tuple((k, v) for k, v in self._hp.items() if k not in self._dynamic or callable(v)))
+        """Hashable key of everything that changes the traced computation (not the values in state),
+        computed afresh at each call: a callable hyperparameter (a schedule) by its code and what it
+        reads now (`core.keys.static_key`), so a schedule whose global changed is traced again."""
+        return (type(self), tuple((k, keys.static_key(v) if callable(v) else v) for k, v in self._hp.items()
+                                  if k not in self._dynamic or callable(v)))
+
+    def __fluxjax_key__(self) -> Any:
+        """A compiled call that reads the rule depends on `static_key()` (recomputed by its reuse check)."""
+        return self.static_key()
 
     def held_layers(self) -> list:
         """The optimiser states this rule keeps for the implicit form `update_(rule, ps, gs)`

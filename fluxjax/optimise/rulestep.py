@@ -8,6 +8,7 @@ from typing import Any
 import jax.numpy as jnp
 
 from ..compiled.pure import NOT_RUN, cached_pure
+from ..core import keys
 from ..core.sharing import sharing
 from ..errors import DimensionMismatch
 from ._rule_base import check_real
@@ -36,7 +37,9 @@ def _rules_step(rules: list, states: list, xs: list, gs: list) -> tuple[list, li
                 )
         return new_s, new_x
 
-    out = cached_pure(("rules", tuple(map(_rule_key, rules))), rules, run, (list(states), list(xs), list(gs)))
+    by_id: dict[int, Any] = {}  # (one key per rule object: the arrays of a model mostly share one)
+    key = tuple(by_id[id(r)] if id(r) in by_id else by_id.setdefault(id(r), _rule_key(r)) for r in rules)
+    out = cached_pure(("rules", key), rules, run, (list(states), list(xs), list(gs)))
     if out is NOT_RUN:
         with sharing():
             out = run((states, xs, gs))
@@ -47,13 +50,11 @@ _REAL_STEP = "make the rule's step real for a real parameter (its type is the pa
 
 
 def _rule_key(rule: Any) -> Any:
-    """A rule in a program's cache key: by value when it is hashable (Optimisers.jl's rules compare
-    their type and hyperparameters, so `Adam(0.01)` set up twice shares one program), else by identity."""
-    try:
-        hash(rule)
-    except TypeError:
-        return ("id", id(rule))
-    return (type(rule), rule)
+    """A rule in a program's cache key, computed afresh at each step (`core.keys.static_key`): a rule of
+    ours by its hyperparameters (`Adam(0.01)` set up twice shares one program) and what its callables
+    read now (a schedule reading a global), an optax transformation by its code and what its closures
+    hold (the user's schedule in `optax.sgd(schedule)`)."""
+    return (type(rule), keys.static_key(rule))
 
 
 def cached_step_view(rule: Any, state: Any, treedef: Any, xs: list, gs: list) -> tuple[Any, list] | None:
