@@ -10,6 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import fluxjax
+from fluxjax import losses
 from fluxjax.losses import (
     binary_focal_loss,
     binarycrossentropy,
@@ -446,3 +448,29 @@ def test_huber_gradient_mask():
     # the |e| < delta mask carries no gradient; slope is e inside and delta * sign(e) outside
     g = jax.grad(lambda yh: huber_loss(yh, jnp.zeros(2), agg=jnp.sum))(jnp.array([0.5, 3.0]))
     approx(g, [0.5, 1.0], rtol=1e-6)
+
+
+_CHECKED = {  # a value check of the op-by-op call, with the checked value an array the loss closes over
+    "ctc_loss label >= blank": (lambda a, v: losses.ctc_loss(a, v), jnp.zeros((3, 4)), jnp.array([0, 9]),
+                                r"ctc_loss: labels must be integers in 0\.\.1"),
+    "label_smoothing alpha": (lambda a, v: losses.crossentropy(a, losses.label_smoothing(jnp.eye(2), v)),
+                              jnp.full((2, 2), 0.5), jnp.asarray(1.5), r"label_smoothing: α must be between 0 and 1"),
+    "siamese margin": (lambda a, v: losses.siamese_contrastive_loss(a, jnp.array([1, 0]), margin=v),
+                       jnp.array([0.6, 0.4]), jnp.asarray(-0.5), r"Margin must be non-negative"),
+}
+
+
+@pytest.mark.parametrize("jit", [False, True], ids=["op by op", "compiled"])
+@pytest.mark.parametrize("name", list(_CHECKED))
+def test_value_checks_run_in_the_compiled_gradient_as_op_by_op(name, jit):
+    """Flux's test/losses.jl (α = 1.2 is an ArgumentError, a negative margin a DomainError) and NNlib's
+    ctc_loss: the compiled `withgradient` (the default) sees an array in the closure as traced, and must
+    raise as the op-by-op call does, never return a number."""
+    f, x, v, message = _CHECKED[name]
+    with pytest.raises(ValueError, match=message):
+        fluxjax.withgradient(lambda a: f(a, v), x, jit=jit)
+    ok = {"ctc_loss label >= blank": jnp.array([0, 1]), "label_smoothing alpha": jnp.asarray(0.2),
+          "siamese margin": jnp.asarray(0.5)}[name]
+    got = fluxjax.withgradient(lambda a: f(a, ok), x, jit=jit)
+    want = fluxjax.withgradient(lambda a: f(a, ok), x, jit=False)
+    np.testing.assert_allclose(got.val, want.val, rtol=1e-6)

@@ -9,10 +9,6 @@ import jax.numpy as jnp
 from jax.custom_derivatives import SymbolicZero
 
 
-def _is_concrete(x: Any) -> bool:
-    return not isinstance(x, jax.core.Tracer)
-
-
 def _default_float() -> Any:
     # float32, or float64 when the user has enabled jax_enable_x64 (Julia's float(Int) is Float64)
     return jax.dtypes.canonicalize_dtype(jnp.float64)

@@ -8,7 +8,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._utils import _default_float, _is_concrete
+from ..compiled.pure import concrete
+from ._utils import _default_float
 
 
 def ctc_loss(yhat: Any, y: Any) -> jax.Array:
@@ -31,7 +32,7 @@ def ctc_loss(yhat: Any, y: Any) -> jax.Array:
     C, T = yhat.shape
     blank = C - 1
     y = jnp.asarray(y).reshape(-1)
-    if _is_concrete(y):
+    if concrete(y):
         yn = np.asarray(y)
         if yn.size and (not np.issubdtype(yn.dtype, np.integer) or yn.min() < 0 or yn.max() >= blank):
             raise ValueError(

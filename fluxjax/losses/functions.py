@@ -12,9 +12,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..compiled.pure import concrete
 from ..errors import DimensionMismatch
 from ..nnlib.axes import axes
-from ._utils import _default_float, _is_concrete, xlogx, xlogy
+from ._utils import _default_float, xlogx, xlogy
 
 Agg = Callable[[jax.Array], Any]
 Dims = int | tuple[int, ...]
@@ -180,7 +181,7 @@ def label_smoothing(y: Any, alpha: float, *, dims: int | None = 0) -> Any:
     Array([[0.1       ],
            [0.9000]], dtype=float32)
     """
-    if _is_concrete(alpha) and not (0 < alpha < 1):
+    if concrete(alpha) and not (0 < alpha < 1):
         raise ValueError(f"label_smoothing: α must be between 0 and 1, got {alpha}")
     if not isinstance(y, (int, float)) or isinstance(y, bool):
         y = jnp.asarray(y)
@@ -364,7 +365,7 @@ def siamese_contrastive_loss(yhat: Any, y: Any, *, agg: Agg = jnp.mean, margin: 
     Array(0.2120, dtype=float32)
     """
     yhat, y = _prep(yhat, y)
-    if _is_concrete(margin) and np.any(np.asarray(margin) < 0):
+    if concrete(margin) and np.any(np.asarray(margin) < 0):
         raise ValueError(f"siamese_contrastive_loss: Margin must be non-negative, got {margin}")
     return _agg(agg)(_k_siamese(yhat, y, _cast(yhat, margin)))
 
