@@ -426,8 +426,19 @@ def grad_conv_data(
         x_shape = _size_arg(x_size, n, full, "x_size")
     _check_dy("grad_conv_data", x_shape, w.shape, dy.shape, n, kw)
     wc = jnp.conj(w)  # the adjoint, not the transpose, for complex w (a no-op for real w)
-    (dx,) = jax.linear_transpose(lambda x: conv(x, wc, **kw), jax.ShapeDtypeStruct(x_shape, dy.dtype))(dy)
-    return dx
+    return adjoint(lambda x: conv(x, wc, **kw), x_shape, dy)
+
+
+def adjoint(f: Callable, shape: tuple, dy: jax.Array) -> jax.Array:
+    """The adjoint of the linear `f` at an input of `shape` (in `dy`'s dtype), applied to `dy`. JAX has
+    no cotangents of integers (it gives `float0`, empty values): integer `dy` is transposed in floats and
+    rounded back, for NNlib's integer results (`fold` of an `Int` array)."""
+    if not jnp.issubdtype(dy.dtype, jnp.integer):
+        (dx,) = jax.linear_transpose(f, jax.ShapeDtypeStruct(tuple(shape), dy.dtype))(dy)
+        return dx
+    ft = jnp.result_type(float)  # float32, or float64 under jax_enable_x64
+    (dx,) = jax.linear_transpose(lambda x: f(x).astype(ft), jax.ShapeDtypeStruct(tuple(shape), ft))(dy.astype(ft))
+    return jnp.round(dx).astype(dy.dtype)
 
 
 def grad_conv_filter(
@@ -487,8 +498,7 @@ def grad_conv_filter(
         w_shape = _size_arg(w_size, n, full, "w_size")
     _check_dy("grad_conv_filter", x.shape, w_shape, dy.shape, n, kw)
     xc = jnp.conj(x)  # the adjoint, not the transpose, for complex x (a no-op for real x)
-    (dw,) = jax.linear_transpose(lambda w: conv(xc, w, **kw), jax.ShapeDtypeStruct(w_shape, dy.dtype))(dy)
-    return dw
+    return adjoint(lambda w: conv(xc, w, **kw), w_shape, dy)
 
 
 __all__ = [

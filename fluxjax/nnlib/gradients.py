@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 
 from ..errors import DimensionMismatch
-from .conv import IntOrTuple, _grouped, _size_arg, grad_conv_data, grad_conv_filter
+from .conv import IntOrTuple, _grouped, _size_arg, adjoint, grad_conv_data, grad_conv_filter
 from .dims import ConvDims, DepthwiseConvDims, PoolDims, conv_keywords
 from .pooling import lpnormpool, maxpool, meanpool
 from .upsample import upsample_bilinear, upsample_linear, upsample_nearest, upsample_trilinear
@@ -20,6 +20,8 @@ from .upsample import upsample_bilinear, upsample_linear, upsample_nearest, upsa
 
 def _pool_grad(pool: Callable, dy, y, x, what: str) -> jax.Array:
     x = jnp.asarray(x)
+    if not jnp.issubdtype(x.dtype, jnp.inexact):  # JAX has no cotangents of integers (float0)
+        x = x.astype(jnp.result_type(float))
     dy = jnp.asarray(dy)
     out, back = jax.vjp(pool, x)
     for name, v in (("dy", dy), ("y", jnp.asarray(y))):
@@ -90,8 +92,7 @@ def _transpose(f: Callable, shape: tuple, dy, mismatch: Callable[[tuple], str] |
     if out != dy.shape:
         raise DimensionMismatch(mismatch(out) if mismatch else
                                 f"dy has shape {dy.shape}, but an input of shape {tuple(shape)} gives {out}")
-    (dx,) = jax.linear_transpose(f, x)(dy)
-    return dx
+    return adjoint(f, shape, dy)
 
 
 def grad_upsample_nearest(dy, scale: int | Sequence[int]) -> jax.Array:

@@ -46,3 +46,30 @@ def test_errors():
         N.unfold(jnp.ones((6, 6)), (3, 3))
     with pytest.raises(ValueError, match=r"fold into \(6, 6, 3, 1\) with kernel \(3, 3\) expects y of shape \(16, 27, 1\)"):
         N.fold(jnp.ones((16, 26, 1)), x.shape, (3, 3))
+
+
+def test_integer_arrays_fold_and_transpose_to_integers():
+    """NNlib's fold docstring folds an `Int` array: `[100, 4, 9, 120, 15, 12, 700]`. JAX has no
+    cotangents of integers (`float0`, empty values): the adjoints are taken in floats and rounded back,
+    and the results equal the float computation's."""
+    x = jnp.array([100, 2, 3, 40, 5, 6, 700]).reshape(7, 1, 1)
+    z = N.fold(N.unfold(x, (3, 1, 1)), x.shape, (3, 1, 1))
+    assert z.dtype == x.dtype
+    np.testing.assert_array_equal(z[:, 0, 0], [100, 4, 9, 120, 15, 12, 700])
+    rng = np.random.default_rng(0)
+    xi = jnp.asarray(rng.integers(-5, 5, (5, 4, 2, 1)), jnp.int32)
+    wi = jnp.asarray(rng.integers(-3, 3, (2, 2, 2, 3)), jnp.int32)
+    dyi = jnp.asarray(rng.integers(-4, 4, (4, 3, 3, 1)), jnp.int32)
+    f = lambda a: a.astype(jnp.float32)
+    for got, want in [
+        (N.grad_conv_data(dyi, wi), N.grad_conv_data(f(dyi), f(wi))),
+        (N.grad_conv_filter(xi, dyi, (2, 2, 2, 3)), N.grad_conv_filter(f(xi), f(dyi), (2, 2, 2, 3))),
+        (N.grad_upsample_linear(jnp.ones((4, 1, 1), jnp.int32), size=(2,)),
+         N.grad_upsample_linear(jnp.ones((4, 1, 1)), size=(2,))),
+    ]:
+        assert got.dtype == jnp.int32
+        np.testing.assert_array_equal(got, want)
+    y = N.meanpool(f(xi), 2)
+    got = N.grad_meanpool(jnp.ones(y.shape, jnp.int32), y, xi, 2)
+    assert got.dtype == jnp.float32  # a mean's gradient has fractions (NNlib's Int buffer would throw)
+    np.testing.assert_allclose(got, N.grad_meanpool(jnp.ones(y.shape), y, f(xi), 2))
