@@ -34,6 +34,7 @@ import numpy as np
 from jax import lax
 
 from ..compiled.pure import concrete
+from ..copyto import InexactError
 from ..errors import DimensionMismatch
 
 __all__ = ["gather", "scatter"]
@@ -260,6 +261,20 @@ _scatter_max = _make_extremal("max")
 _scatter_min = _make_extremal("min")
 
 
+def _exact_init(init, dtype):
+    """`init` as a value of `dtype`, or `InexactError` when it has none (`init=0.5` for integers): NNlib
+    `fill!`s its destination, of `src`'s type, with `init` and throws; casting would truncate it quietly."""
+    if isinstance(init, jax.core.Tracer) or jnp.issubdtype(dtype, jnp.inexact):
+        return init
+    v = np.asarray(init)
+    with np.errstate(invalid="ignore", over="ignore"):
+        exact = np.array_equal(v.astype(dtype).astype(np.result_type(v, dtype)), v.astype(np.result_type(v, dtype)))
+    if not exact:
+        raise InexactError(f"scatter: init={init!r} is not a value of src's type {np.dtype(dtype).name} (the destination "
+                           "is filled with it, as NNlib's); pass an init of that type, or a float src: src.astype(float)")
+    return init
+
+
 def scatter(op, src: jax.typing.ArrayLike, idx, *, init=None, dstsize: Sequence[int] | int | None = None) -> jax.Array:
     """NNlib's `scatter(op, src, idx; init, dstsize)`: `dst[..., idx[k]] = op(dst[..., idx[k]], src[..., k])`.
 
@@ -309,7 +324,7 @@ def scatter(op, src: jax.typing.ArrayLike, idx, *, init=None, dstsize: Sequence[
     else:
         comps = _no_wrap(comps, sizes)
     ix = _ix(dims, comps)
-    fill = _empty(kind, src.dtype) if init is None else init
+    fill = _empty(kind, src.dtype) if init is None else _exact_init(init, src.dtype)
     dst = jnp.full(dstsize, fill, src.dtype)
     if kind == "+":
         return dst.at[ix].add(src, mode="drop")

@@ -174,3 +174,18 @@ def test_scatter_max_ties_follow_nnlib():
     # NNlib: (src .== gather(dst, idx)) .* gather(Δ, idx) -- every tied maximum gets the full cotangent
     g = jax.grad(lambda s: jnp.sum(scatter("max", s, [0, 0, 1])))(jnp.array([2.0, 2.0, 1.0]))
     np.testing.assert_array_equal(g, [1.0, 1.0, 1.0])
+
+
+@pytest.mark.parametrize("op, init", [("+", 0.5), ("max", 2.7), ("min", float("inf")), ("*", 2**40)])
+def test_scatter_init_that_integer_src_cannot_hold_raises(op, init):
+    """NNlib `fill!`s the destination, of `src`'s type, with `init`: `init=0.5` for Int throws
+    InexactError (src/scatter.jl); casting it would start from a truncated value, quietly."""
+    from fluxjax.loading import InexactError
+
+    with pytest.raises(InexactError, match=rf"^scatter: init={init!r} is not a value of src's type int32"):
+        scatter(op, jnp.array([1, 2], jnp.int32), jnp.array([0, 1]), init=init)
+    ok = scatter(op, jnp.array([1, 2], jnp.int32), jnp.array([0, 1]), init=3.0)  # an integral float is exact
+    assert ok.dtype == jnp.int32
+    np.testing.assert_array_equal(ok, {"+": [4, 5], "max": [3, 3], "min": [1, 2], "*": [3, 6]}[op])
+    np.testing.assert_allclose(scatter(op, jnp.array([1.0, 2.0]), jnp.array([0, 1]), init=0.5),
+                               {"+": [1.5, 2.5], "max": [1, 2], "min": [0.5, 0.5], "*": [0.5, 1]}[op])
