@@ -474,3 +474,17 @@ def test_value_checks_run_in_the_compiled_gradient_as_op_by_op(name, jit):
     got = fluxjax.withgradient(lambda a: f(a, ok), x, jit=jit)
     want = fluxjax.withgradient(lambda a: f(a, ok), x, jit=False)
     np.testing.assert_allclose(got.val, want.val, rtol=1e-6)
+
+
+@pytest.mark.parametrize("y, T", [([1, 1], 2), ([0, 1, 2], 2), ([2, 2, 2], 4)])
+def test_ctc_loss_that_cannot_fit_is_inf_with_a_nan_gradient(y, T):
+    """NNlib: an infeasible label sequence (a repeat needs a blank between) has loss Inf and gradient
+    exp.(ŷ) .- exp.(accum .+ Inf), NaN, never a quiet all-zero one; a feasible one stays finite."""
+    yhat = jnp.asarray(np.random.default_rng(1).standard_normal((4, T)), jnp.float32)
+    yy = jnp.array(y)
+    assert float(losses.ctc_loss(yhat, yy)) == np.inf
+    for jit in (False, True):
+        assert np.all(np.isnan(fluxjax.gradient(lambda a: losses.ctc_loss(a, yy), yhat, jit=jit)[0]))
+    feasible = jnp.asarray(np.random.default_rng(1).standard_normal((4, T + 2)), jnp.float32)
+    g = fluxjax.gradient(lambda a: losses.ctc_loss(a, yy), feasible)[0]
+    assert np.isfinite(float(losses.ctc_loss(feasible, yy))) and np.all(np.isfinite(g))

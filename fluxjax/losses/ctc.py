@@ -18,7 +18,8 @@ def ctc_loss(yhat: Any, y: Any) -> jax.Array:
     `yhat` is a `(classes, time)` array of raw logits (`logsoftmax` is applied over axis 0).
     `y` is the label sequence, **0-based** class indices in `0 .. classes-2`; the blank is the
     **last** class, index `classes - 1` (NNlib: `size(ŷ, 1)`). Returns the negative
-    log-likelihood, a scalar (`inf` when `y` cannot fit in the time steps). One sequence per call,
+    log-likelihood, a scalar (`inf` when `y` cannot fit in the time steps, with a NaN gradient, as
+    NNlib's). One sequence per call,
     as NNlib; `jax.vmap` it for batches of equal-length sequences.
 
     >>> ctc_loss(jnp.array([[1., 2, 3], [2, 1, 1], [3, 3, 2]]), [0, 1])   # 3.6990738
@@ -39,7 +40,28 @@ def ctc_loss(yhat: Any, y: Any) -> jax.Array:
                 f"ctc_loss: labels must be integers in 0..{blank - 1} (0-based; the blank is the last "
                 f"class, {blank}), got {yn.tolist()}"
             )
-    return _ctc_nll(yhat, y.astype(jnp.int32))
+    y = y.astype(jnp.int32)
+    # A label sequence that cannot fit in T steps (each repeat needs a blank between) has loss inf and,
+    # as NNlib's ∇ctc_loss (exp.(ŷ) .- exp.(accum .+ Inf)), a NaN gradient, never a quiet zero one.
+    infeasible = T < y.shape[0] + jnp.sum(y[1:] == y[:-1])
+    return _ctc_nll(_grad_times(yhat, jnp.where(infeasible, jnp.nan, 1.0).astype(yhat.dtype)), y)
+
+
+@jax.custom_vjp
+def _grad_times(x: jax.Array, m: jax.Array) -> jax.Array:
+    """`x`, whose cotangent is multiplied by `m` (a scalar)."""
+    return x
+
+
+def _grad_times_fwd(x, m):
+    return x, m
+
+
+def _grad_times_bwd(m, g):
+    return g * m, jnp.zeros_like(m)
+
+
+_grad_times.defvjp(_grad_times_fwd, _grad_times_bwd)
 
 
 @jax.jit
