@@ -39,8 +39,8 @@ def dropout(*args, dims=None, active: bool = True):
         x = x.astype(jnp.float32)  # NNlib's result is float for float p; Flux's Dropout does the same
     if not active or p == 0:
         return x
-    if p == 1:
-        return jnp.zeros_like(x)
+    if p == 1:  # every entry dropped; the gradient is zeros (NNlib's test/dropout.jl), not none
+        return x * jnp.zeros((), x.dtype)
     if dims is None:
         shape = x.shape
     else:

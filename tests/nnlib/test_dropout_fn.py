@@ -64,3 +64,12 @@ def test_dropout_dims_out_of_range_raises():
     with pytest.raises(Flux.DimensionMismatch, match=r"layer Dropout\(0\.5, dims=4.*2×2×3×4"):
         layer(x)
     np.testing.assert_array_equal(Flux.testmode_(layer)(x), x)  # test mode: the identity, as Flux
+
+
+def test_dropout_of_everything_has_a_zero_gradient():
+    """NNlib's test/dropout.jl: `gradient(x -> sum(dropout(x, 1)), x)[1] == zeros(3, 4)` (an array of
+    zeros, not `nothing`), op by op and compiled."""
+    x = jnp.ones((3, 4))
+    for jit in (False, True):
+        g = Flux.gradient(lambda x: jnp.sum(dropout(jax.random.PRNGKey(1), x, 1)), x, jit=jit)[0]
+        np.testing.assert_array_equal(g, np.zeros((3, 4)))
