@@ -150,7 +150,10 @@ def _set(slot: Slot, value: Any) -> None:
     slot.set(value)
 
 
-def update_(opt_state: Any, model: Any, grads: Any) -> tuple[Any, Any]:
+_NO_GRADS: Any = object()  # `update_(x, dx)`: Flux.Optimise's old two-argument form
+
+
+def update_(opt_state: Any, model: Any, grads: Any = _NO_GRADS) -> tuple[Any, Any]:
     """Apply one optimiser step in place (Optimisers.jl's `update!`): rebinds the model's arrays and
     the states, and returns `(opt_state, model)`. `None` gradients skip their arrays; frozen leaves
     are skipped.
@@ -170,6 +173,13 @@ def update_(opt_state: Any, model: Any, grads: Any) -> tuple[Any, Any]:
     >>> m.weight                                     # 1 - 0.1 * [1, 2]
     Array([[0.9, 0.8]], dtype=float32)
     """
+    if grads is _NO_GRADS:
+        raise TypeError(
+            "update_ takes (opt_state, model, grads), the state from setup(rule, model) first. The two-argument "
+            "update!(x, x̄) of Flux.Optimise (x .-= x̄, Flux 0.14 and before) is not a fluxjax form, as JAX arrays "
+            "cannot change in place: write x = x - x̄, or step with a rule: update_(setup(Descent(eta), x), x, x̄) "
+            "returns (state, new x)"
+        )
     if _STEP_FUSION and _STEP_FUSION[0](opt_state, model, grads):
         return opt_state, model  # the step computed with the gradient (fluxjax/optimise/eagerstep.py)
     if isinstance(model, Params):

@@ -217,3 +217,13 @@ def test_a_custom_rule_field_takes_a_value_of_the_kind_it_holds(kw, message):
     adjust_(st, eta=1, beta=[0.5, 0.6], fn=jnp.tanh)
     assert st.layers[0].weight.rule.eta == 1 and st.layers[0].weight.rule.fn is jnp.tanh
     update_(st, m, _grad(m))
+
+
+def test_the_old_two_argument_update_says_what_to_write():
+    """Flux.Optimise's `update!(x, x̄)` (`x .-= x̄`, the 60-minute blitz) has no fluxjax form: it raises a
+    TypeError that says what to write, not Python's "missing 1 required positional argument"."""
+    x = jnp.ones(3)
+    with pytest.raises(TypeError, match=r"^update_ takes \(opt_state, model, grads\).* write x = x - x̄"):
+        update_(x, 0.1 * x)
+    _, y = update_(setup(Descent(0.5), x), x, x)  # the form the message gives
+    np.testing.assert_allclose(y, [0.5, 0.5, 0.5])
