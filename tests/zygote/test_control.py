@@ -6,6 +6,7 @@ import types
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from structure import same
 
 import fluxjax
@@ -290,3 +291,73 @@ def test_checkpointed_hidden_tracer_and_higher_order():
     H = fluxjax.hessian(lambda x: checkpointed(lambda z: jnp.sum(z**3), x), jnp.array([1.0, 2.0]))
     same(H, np.diag([6.0, 12.0]))
     same(gradient(lambda x: gradient(lambda z: checkpointed(jnp.sin, z), x)[0], 1.0), (-np.sin(1.0),), rtol=1e-6)
+
+
+class _Record:
+    pass
+
+
+_LOG: dict = {}
+_HISTORY: list = []
+_REC = _Record()
+
+
+def _logging_loss(m, x):
+    y = jnp.sum(m(x) ** 2)
+    _LOG["last"] = y  # keep the last loss for printing, as a training script does
+    _HISTORY.append(y)
+    _REC.value = y
+    return y
+
+
+@pytest.mark.parametrize("how", ["gradient", "gradient jit=False", "withgradient", "withgradient jit=False"])
+def test_values_stored_into_a_list_dict_or_object_are_their_numbers(how):
+    """Zygote leaves the number where the loss stored it (`log["last"] = y`, `history.append(y)`, a field);
+    fluxjax left a dead tracer, which raised far from the cause when used. Op by op and compiled (the
+    compiled call runs op by op for it), once per call, with the loss's value."""
+    _LOG.clear()
+    _HISTORY.clear()
+    m, x = fluxjax.Dense(2, 3), jnp.arange(8.0).reshape(2, 4)
+    fn = getattr(fluxjax, how.split()[0])
+    for _ in range(2):
+        out = fn(_logging_loss, m, x, jit="jit=False" not in how)
+    want = float(jnp.sum(m(x) ** 2))
+    assert len(_HISTORY) == 2
+    for v in (_LOG["last"], *_HISTORY, _REC.value):
+        assert not isinstance(v, jax.core.Tracer)
+        np.testing.assert_allclose(float(v) + 1, want + 1, rtol=1e-6)
+    if how.startswith("withgradient"):
+        np.testing.assert_allclose(out.val, want, rtol=1e-6)
+
+
+def test_a_value_stored_into_a_list_inside_a_compiled_function_raises_and_is_taken_out():
+    """Inside `fluxjax.jit` the stored value has no number (and the program would not store it again at
+    the next call): the call raises, saying what to do, and the list is as it was."""
+    _HISTORY.clear()
+    _HISTORY.append(1.0)
+    m, x = fluxjax.Dense(2, 3), jnp.arange(8.0).reshape(2, 4)
+    step = fluxjax.jit(lambda m, x: fluxjax.gradient(_logging_loss, m, x)[0])
+    with pytest.raises(RuntimeError, match=r"stored a traced value into global '_\w+' .* Return the value instead"):
+        step(m, x)
+    assert _HISTORY == [1.0]
+
+
+def test_a_nested_gradient_leaves_the_outer_ones_values_and_settles_its_own():
+    """The inner `gradient` reads a layer whose weight is the outer differentiation's value: that stays (a
+    gradient penalty's numbers), while the value the inner loss stores becomes a number."""
+    _HISTORY.clear()
+    dense = fluxjax.Dense(jnp.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]), jnp.zeros(2))
+    x4 = jnp.ones((3, 4))
+
+    def inner(x):
+        y = jnp.sum(dense(x))
+        _HISTORY.append(y)
+        return y
+
+    def penalty(m):
+        return jnp.sum(gradient(inner, x4, jit=False)[0] ** 2)
+
+    gp = gradient(penalty, dense, jit=False)[0]
+    np.testing.assert_allclose(gp.weight, 2 * 4 * jnp.tile(jnp.sum(dense.weight, axis=0), (2, 1)), rtol=1e-6)
+    assert len(_HISTORY) == 1 and not isinstance(_HISTORY[0], jax.core.Tracer)
+    np.testing.assert_allclose(float(_HISTORY[0]), float(jnp.sum(dense(x4))), rtol=1e-6)
