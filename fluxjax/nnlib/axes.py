@@ -11,12 +11,9 @@ Every `dims` of `nnlib`, `losses`, `mlutils` and `WeightNorm` goes through `axes
 from __future__ import annotations
 
 from collections.abc import Sequence
-from numbers import Integral
 from typing import Any
 
-
-def _is_int(d: Any) -> bool:
-    return isinstance(d, Integral) and not isinstance(d, bool)
+from .._checks import is_int
 
 
 def axes(fn: str, dims: Any, shape: Sequence[int], arg: str = "x") -> tuple[int, ...]:
@@ -36,13 +33,13 @@ def axes(fn: str, dims: Any, shape: Sequence[int], arg: str = "x") -> tuple[int,
     nd = len(shape)
     if dims is None:
         return tuple(range(nd))
-    ds = (dims,) if _is_int(dims) else tuple(dims) if isinstance(dims, (tuple, list, range)) else None
-    if ds is None or not all(_is_int(d) for d in ds):
+    ds = (dims,) if is_int(dims) else tuple(dims) if isinstance(dims, (tuple, list, range)) else None
+    if ds is None or not all(is_int(d) for d in ds):
         raise TypeError(f"{fn}: dims must be an int or a tuple of ints (0-based axes), got {dims!r}")
     bad = [d for d in ds if not -nd <= d < nd]
     if not bad:
         return tuple(int(d) % nd for d in ds)
-    what = f"dims={dims!r} is not" if _is_int(dims) else f"dims={dims!r} names {bad[0]}, which is not"
+    what = f"dims={dims!r} is not" if is_int(dims) else f"dims={dims!r} names {bad[0]}, which is not"
     has = {0: "it has no axes", 1: "its one axis is 0 (or -1)"}.get(nd, f"its axes are 0 to {nd - 1} (or -{nd} to -1)")
     raise ValueError(f"{fn}: {what} an axis of {arg}, which has shape {tuple(shape)}: {has}. "
                      f"dims are 0-based here: Flux's dims=1 is dims=0, and dims=-1 is the last axis")
@@ -57,7 +54,7 @@ def axis(fn: str, dims: Any, shape: Sequence[int], arg: str = "x") -> int:
 
     ```
     """
-    if not _is_int(dims):
+    if not is_int(dims):
         raise TypeError(f"{fn}: dims must be an int (a 0-based axis), got {dims!r}")
     return axes(fn, dims, shape, arg)[0]
 
