@@ -159,10 +159,6 @@ def _rebuild(cls: type, hp: dict) -> Rule:
     return cls._create(**hp)
 
 
-def _is_concrete(v: Any) -> bool:
-    return not isinstance(v, jax.core.Tracer)
-
-
 def check_hyper(rule: str, name: str, v: Any, kind: str) -> Any:
     """``v`` as hyperparameter ``name`` of ``rule``, a field of kind ``kind``, or a ``TypeError`` naming
     both, as Optimisers.jl's ``_def_check_type`` checks a value against the type of the field's default
