@@ -299,3 +299,14 @@ def test_getobs_out_of_range_raises_for_jax_arrays():
         Flux.getobs((X, jnp.arange(5)), [0, -6])
     np.testing.assert_array_equal(Flux.getobs(X, -1), [4, 9])  # Python's negative indices stay
     np.testing.assert_array_equal(Flux.getobs(X, [4, 0]), [[4, 0], [9, 5]])
+
+
+@pytest.mark.parametrize("shape", [(2.5, 2), (-1, 3), [np.float32(2)]])
+def test_like_shapes_must_be_whole_sizes(shape):
+    """MLUtils' `zeros_like(x, dims)` takes integer sizes (Julia has no zeros of size 2.5): the shape was
+    truncated quietly (`(2.5, 2)` gave a 2×2 array)."""
+    x = jnp.ones(3)
+    for f in (Flux.zeros_like, Flux.ones_like, Flux.trues_like):
+        with pytest.raises(TypeError, match=r"the shape must be non-negative ints, got"):
+            f(x, shape)
+    assert Flux.zeros_like(x, (np.int64(2), 3)).shape == (2, 3)

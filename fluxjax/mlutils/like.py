@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._checks import is_int
 from ..core.layer import is_array
 from ..random import resolve_key
 
@@ -25,7 +26,10 @@ def _like(x: Any, args: tuple, what: str) -> tuple[Any, tuple[int, ...]]:
         dtype = jnp.dtype(rest.pop(0))
     if rest:
         sz = rest.pop(0)
-        shape = (int(sz),) if isinstance(sz, (int, np.integer)) else tuple(int(s) for s in sz)
+        shape = (sz,) if isinstance(sz, (int, np.integer)) else tuple(sz)
+        if not all(is_int(s) and s >= 0 for s in shape):
+            raise TypeError(f"{what}(x, [dtype], [shape]): the shape must be non-negative ints, got {sz!r}")
+        shape = tuple(int(s) for s in shape)
     if rest:
         raise TypeError(f"{what}(x, [dtype], [shape]): too many arguments")
     return dtype, shape
