@@ -124,8 +124,11 @@ def _static_key(v, k, depth):
         return _unkeyable(v, f"it is nested more than {_MAX_DEPTH} levels deep")
     own = getattr(t, "__fluxjax_key__", None)
     if own is not None:  # a class that says what of it a trace depends on (and keeps alive what it names)
+        key = own(v)
+        if key is None:  # nothing that can change: the object as it is, by its own equality
+            return v
         k.mutable = True
-        return (t, own(v))
+        return (t, key)
     if t is types.FunctionType:
         return _nested(_function_key, v, k, depth)
     if t is types.MethodType:

@@ -65,6 +65,9 @@ class OptimiserChain(Rule):
     def static_key(self) -> Any:
         return (OptimiserChain, tuple(o.static_key() if isinstance(o, Rule) else keys.static_key(o) for o in self.opts))
 
+    def _reads(self) -> bool:
+        return any(o._reads() if isinstance(o, Rule) else True for o in self.opts)
+
     def adjust(self, eta: float | None = None, /, **kw: Any) -> OptimiserChain:
         args = _adjust_args(eta, kw)
         return OptimiserChain(*(_adjusted(o, args, kw) for o in self.opts))
@@ -275,6 +278,9 @@ class MixedPrecision(Rule):
     def static_key(self) -> Any:
         rule = self.rule
         return (MixedPrecision, self.T, rule.static_key() if isinstance(rule, Rule) else keys.static_key(rule))
+
+    def _reads(self) -> bool:
+        return self.rule._reads() if isinstance(self.rule, Rule) else True
 
     def adjust(self, eta: float | None = None, /, **kw: Any) -> MixedPrecision:
         return MixedPrecision(self.T, _adjusted(self.rule, _adjust_args(eta, kw), kw))

@@ -99,6 +99,9 @@ class AbstractRule(Rule):
     def __hash__(self) -> int:
         return hash(self._value())
 
+    def _reads(self) -> bool:
+        return True  # its fields can be set, and its code reads what it likes
+
     def static_key(self) -> Any:
         """What a traced step depends on, computed afresh at each call: the fields by what they hold now
         (a list changed in place is seen), and the code of `init` and `apply_` with what it reads (the

@@ -332,8 +332,13 @@ class Rule(optax.GradientTransformationExtraArgs):
                                   if k not in self._dynamic or callable(v)))
 
     def __fluxjax_key__(self) -> Any:
-        """A compiled call that reads the rule depends on `static_key()` (recomputed by its reuse check)."""
-        return self.static_key()
+        """A compiled call that reads the rule depends on `static_key()`, recomputed by its reuse check
+        when the rule holds something that can change (`_reads`); else (`None`) on the rule's value."""
+        return self.static_key() if self._reads() else None
+
+    def _reads(self) -> bool:
+        """Whether the rule holds code that reads what can change: a callable hyperparameter (a schedule)."""
+        return any(callable(v) for v in self._hp.values())
 
     def held_layers(self) -> list:
         """The optimiser states this rule keeps for the implicit form `update_(rule, ps, gs)`
