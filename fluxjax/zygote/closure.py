@@ -1,5 +1,6 @@
 """What a function reads from its globals and closure cells (`_referenced`, following the plain functions it
-calls), used to find bare `Params` arrays, and the check that `f` did not leak a tracer into one of them."""
+calls), used to find bare `Params` arrays, the check that `f` did not leak a tracer into one of them, and
+the numbers of the values `f` stored into the lists, dicts and objects they hold (`_settle_stores`)."""
 
 from __future__ import annotations
 
