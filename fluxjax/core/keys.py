@@ -68,6 +68,16 @@ class Same:
         return id(self.obj)
 
 
+class Fixed:
+    """What a `__fluxjax_key__` returns for a key that cannot change while the object lives (an
+    optimisation rule without callables): a reuse check does not compute it again."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key):
+        self.key = key
+
+
 _SCALARS = (bool, int, float, complex, str, bytes, type(None), np.bool_, np.number)
 # Values that cannot change in place: keyed as they are. (A builtin *method* is keyed with its object.)
 IMMUTABLE_TYPES = (type, types.ModuleType, types.BuiltinFunctionType, types.BuiltinMethodType, types.CodeType, np.dtype,
@@ -125,8 +135,8 @@ def _static_key(v, k, depth):
     own = getattr(t, "__fluxjax_key__", None)
     if own is not None:  # a class that says what of it a trace depends on (and keeps alive what it names)
         key = own(v)
-        if key is None:  # nothing that can change: the object as it is, by its own equality
-            return v
+        if type(key) is Fixed:  # a key that cannot change: not computed again by a reuse check
+            return (t, key.key)
         k.mutable = True
         return (t, key)
     if t is types.FunctionType:

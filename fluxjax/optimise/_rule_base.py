@@ -333,8 +333,9 @@ class Rule(optax.GradientTransformationExtraArgs):
 
     def __fluxjax_key__(self) -> Any:
         """A compiled call that reads the rule depends on `static_key()`, recomputed by its reuse check
-        when the rule holds something that can change (`_reads`); else (`None`) on the rule's value."""
-        return self.static_key() if self._reads() else None
+        when the rule holds something that can change (`_reads`), else `keys.Fixed`."""
+        key = self.static_key()
+        return key if self._reads() else keys.Fixed(key)
 
     def _reads(self) -> bool:
         """Whether the rule holds code that reads what can change: a callable hyperparameter (a schedule)."""
