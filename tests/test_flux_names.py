@@ -140,3 +140,54 @@ def test_gpu_warns_once_per_session(monkeypatch):
         assert Flux.gpu(m) is m
         assert Flux.gpu(jnp.ones(3)).shape == (3,)
     assert [str(x.message) for x in w] == ["gpu: no GPU or TPU is visible to JAX; the model stays on the CPU"]
+
+
+@pytest.mark.parametrize("make, greek, ascii_name", [
+    (lambda: Flux.Dense(2, 3, Flux.relu), "σ", "sigma"),
+    (lambda: Flux.Conv((3,), (1, 2)), "σ", "sigma"),
+    (lambda: Flux.BatchNorm(2), "μ", "mu"),
+    (lambda: Flux.BatchNorm(2), "σ²", "sigma2"),
+    (lambda: Flux.InstanceNorm(2, affine=True), "γ", "gamma"),
+    (lambda: Flux.GroupNorm(4, 2), "β", "beta"),
+    (lambda: Flux.LayerNorm(2), "ϵ", "eps"),
+    (lambda: Flux.BatchNorm(2, Flux.relu), "λ", "sigma"),
+])
+def test_setting_fluxs_greek_field_name_raises_and_names_the_spelling(make, greek, ascii_name):
+    # Flux's fields are σ, μ, σ², ...; fluxjax's are ASCII (DESIGN.md). `bn.μ = z` ported as written
+    # used to add an attribute nothing reads: the running mean stayed as it was, silently.
+    m = make()
+    before = {k: v for k, v in vars(m).items()}
+    with pytest.raises(AttributeError, match=f"spells Flux's {greek} as {ascii_name}"):
+        setattr(m, greek, jnp.zeros(2))
+    assert vars(m).keys() == before.keys() and all(vars(m)[k] is before[k] for k in before)
+
+
+def test_greek_names_as_python_source_can_write_them_raise_too():
+    bn = Flux.BatchNorm(2)
+    with pytest.raises(AttributeError, match="sigma2"):
+        bn.σ2 = jnp.ones(2)  # `σ²` is not a Python name: a port writes σ2
+    with pytest.raises(AttributeError, match="as eps"):
+        bn.ϵ = 1e-3  # Python reads ϵ in source as ε (NFKC)
+    with pytest.raises(AttributeError, match="its fields are sigma, beta"):
+        bn.ζ = 1  # no Flux spelling: the fields are listed
+
+
+def test_a_users_own_layer_may_have_greek_fields():
+    @Flux.layer
+    class Mine:
+        def __init__(self):
+            self.σ = Flux.relu
+
+        def __call__(self, x):
+            return self.σ(x)
+
+    m = Mine()
+    m.σ, m.μ = Flux.tanh, jnp.zeros(2)
+    np.testing.assert_allclose(m(jnp.array([-1.0])), np.tanh([-1.0]), rtol=1e-6)
+
+    class Sub(Flux.Dense):  # a user's subclass of a fluxjax layer: its own business
+        pass
+
+    s = Sub(2, 3)
+    s.σ = 1
+    assert s.σ == 1

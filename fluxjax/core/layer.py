@@ -53,6 +53,8 @@ def _bumping(cls: type) -> None:
             continue
 
         def hook(self, *a, _orig=orig, _set=name == "__setattr__"):
+            if _set and not a[0].isascii() and a[0] not in self.__dict__:
+                _refuse_greek(self, a[0])
             # a traced value set on a live layer inside a region goes through the region, which puts
             # the field back when it ends (fluxjax.core.region.set_traced_attribute)
             if _set and (isinstance(a[1], jax.core.Tracer) or type(a[1]) in _CONTAINERS) and _traced_set(self, *a):
@@ -65,6 +67,27 @@ def _bumping(cls: type) -> None:
 
         hook._fluxjax_bumps = True
         setattr(cls, name, hook)
+
+
+# Flux's Greek field names and fluxjax's spellings of them (Python reads `σ²` in code as `σ2`, `ϵ` as `ε`)
+_GREEK = {"σ": "sigma", "λ": "sigma", "β": "beta", "γ": "gamma", "μ": "mu", "σ2": "sigma2", "σ²": "sigma2",
+          "ε": "eps", "ϵ": "eps"}
+
+
+def _refuse_greek(obj: Any, name: str) -> None:
+    """Setting a Greek name that one of fluxjax's own layers does not have (`bn.μ = ...`, `d.σ = relu`, as
+    ported from Flux) raises: it would add an attribute that nothing reads, a silent no-op. A user's
+    own layer (or subclass) may have such fields."""
+    cls = type(obj)
+    if not cls.__module__.startswith("fluxjax."):
+        return
+    fields = ", ".join(k for k in vars(obj) if not k.startswith("_"))
+    ascii_name = _GREEK.get(name)
+    if ascii_name is not None and ascii_name in vars(obj):
+        hint = f"fluxjax spells Flux's {name} as {ascii_name}: set .{ascii_name}"
+    else:
+        hint = f"its fields are {fields}"
+    raise AttributeError(f"{cls.__name__} has no field {name!r}; {hint}")
 
 
 # The state thread (fluxjax.core.region, which builds on this module) installs `current_region()` and
