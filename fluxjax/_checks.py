@@ -235,6 +235,17 @@ def int_tuple(owner: str, what: str, value, n: int, minimum: int = 1) -> tuple[i
     return tuple(int(v) for v in vals)
 
 
+def ints(owner: str, what: str, value) -> tuple[int, ...]:
+    """`value`, an int or a tuple (list) of ints (`np.int64`, a 0-d integer array), as a tuple of Python
+    ints; a float anywhere is a `TypeError` naming `owner` (NNlib's methods take `Integer`s only: a
+    size or padding of `1.5` is a `MethodError` there, never rounded)."""
+    v = as_size(value)
+    vals = (v,) if is_int(v) else tuple(as_size(e) for e in v) if isinstance(v, (tuple, list)) else None
+    if vals is None or not all(is_int(e) for e in vals):
+        raise TypeError(f"{owner}: {what} must be an int or a tuple of ints, got {value!r}")
+    return tuple(int(e) for e in vals)
+
+
 def check_callable(owner: str, what: str, f) -> None:
     """A `TypeError` naming `owner` unless `f` is None or callable (an activation, a connection)."""
     if f is not None and not callable(f):

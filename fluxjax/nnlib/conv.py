@@ -25,6 +25,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from .._checks import ints
 from ..errors import DimensionMismatch
 from ._layout import from_last, to_last
 from .dims import ConvDims, DenseConvDims, DepthwiseConvDims, _check_spdf, conv_keywords, expand
@@ -52,7 +53,7 @@ def same_pad(k: IntOrTuple, dilation: IntOrTuple = 1) -> tuple[int, ...]:
 
     ```
     """
-    ks = (int(k),) if isinstance(k, Integral) else tuple(int(kk) for kk in k)
+    ks = ints("same_pad", "the kernel size", k)
     ds = expand(dilation, len(ks), "dilation")
     out: list[int] = []
     for kk, d in zip(ks, ds, strict=True):
@@ -363,7 +364,7 @@ def conv_transpose(
 
 def _size_arg(size, n: int, full: tuple[int, ...], what: str) -> tuple[int, ...]:
     """A full shape (`n + 2` entries) or only the spatial dims (`n` entries) as the full shape."""
-    size = (int(size),) if isinstance(size, Integral) else tuple(int(v) for v in size)
+    size = ints("grad_conv", what, size)
     if len(size) == n:
         return (*size, *full)
     if len(size) == n + 2:

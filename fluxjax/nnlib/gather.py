@@ -33,6 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from .._checks import ints
 from ..compiled.pure import concrete
 from ..copyto import InexactError
 from ..errors import DimensionMismatch
@@ -310,7 +311,7 @@ def scatter(op, src: jax.typing.ArrayLike, idx, *, init=None, dstsize: Sequence[
         _check_bounds(comps, [np.iinfo(np.int64).max] * M, "scatter")  # negative indices
         dstsize = (*src.shape[:dims], *(int(np.max(np.asarray(c))) + 1 for c in comps))
     else:
-        dstsize = (int(dstsize),) if isinstance(dstsize, (int, np.integer)) else tuple(int(s) for s in dstsize)
+        dstsize = ints("scatter", "dstsize", dstsize)
         if len(dstsize) != dims + M or dstsize[:dims] != tuple(src.shape[:dims]):
             raise DimensionMismatch(
                 f"scatter: dstsize {dstsize} must be (size(src)[:{dims}]..., {M} indexed sizes) = "

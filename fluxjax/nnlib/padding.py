@@ -19,6 +19,7 @@ from numbers import Integral
 import jax
 import jax.numpy as jnp
 
+from .._checks import as_size, ints, is_int
 from .axes import axes
 
 PadSpec = int | Sequence[int]
@@ -36,10 +37,10 @@ def _dims(fn: str, dims: DimSpec, shape: tuple[int, ...], default: Sequence[int]
 
 def _pairs(fn: str, pad: PadSpec, dims: tuple[int, ...], ndim: int, allow_symmetric: bool) -> list[tuple[int, int]]:
     """Per-axis `(lo, hi)` for all `ndim` axes, zero on axes not in `dims` (NNlib's `gen_pad`)."""
-    if isinstance(pad, Integral):
-        flat = [int(pad)] * (2 * len(dims))
+    if is_int(as_size(pad)):
+        flat = [int(as_size(pad))] * (2 * len(dims))
     else:
-        pad = tuple(int(p) for p in pad)
+        pad = ints(fn, "pad", pad)
         if allow_symmetric and len(pad) == len(dims):
             flat = [p for p in pad for _ in range(2)]
         elif len(pad) == 2 * len(dims):
@@ -96,6 +97,7 @@ def _pad_mode(x, pad: PadSpec, dims: DimSpec, mode: str, fn: str) -> jax.Array:
     if isinstance(pad, Integral):
         default = range(x.ndim - 2)
     else:
+        pad = ints(fn, "pad", pad)
         if len(pad) % 2:
             raise ValueError(f"{fn}: padding {tuple(pad)} must have an even length (lo1, hi1, lo2, hi2, ...)")
         default = range(len(pad) // 2)

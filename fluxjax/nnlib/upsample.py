@@ -15,6 +15,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._checks import ints
+
 Scale = float | Sequence[float]
 
 
@@ -45,13 +47,15 @@ def upsample_nearest(
     if (scale is None) == (size is None):
         raise ValueError("upsample_nearest: give exactly one of `scale` or `size=`")
     if size is not None:
-        size = tuple(size)
+        size = ints("upsample_nearest", "size", size)
         if any(o % i for o, i in zip(size, x.shape, strict=False)):
             raise ValueError(f"expected output size {size} divisible by input size {x.shape[: len(size)]}")
         scale = tuple(o // i for o, i in zip(size, x.shape, strict=False))
-    elif isinstance(scale, Integral):
-        scale = (scale,) * (x.ndim - 2)
-    scale = tuple(int(s) for s in scale)
+    else:
+        one = isinstance(scale, Integral)
+        scale = ints("upsample_nearest", "scale", scale)
+        if one:
+            scale = scale * (x.ndim - 2)
     if not 1 <= len(scale) <= x.ndim:
         raise ValueError(f"can't upsample ndims(x)={x.ndim} with scale={scale}")
     for d, s in enumerate(scale):
@@ -110,7 +114,7 @@ def upsample_linear(
         if len(scales) != n:
             raise ValueError(f"The scale argument should have length {n}, but it has length {len(scales)}.")
         size = tuple(math.floor(s * i) for s, i in zip(scales, x.shape, strict=False))
-    size = (int(size),) if isinstance(size, Integral) else tuple(int(s) for s in size)
+    size = ints("upsample_linear", "size", size)
     if len(size) != n:
         raise ValueError(f"The size argument should have length {n}, but it has length {len(size)}.")
     if jnp.iscomplexobj(x):  # real weights: each part on its own, exactly as NNlib's test asks

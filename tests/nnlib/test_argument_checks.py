@@ -386,3 +386,43 @@ def test_kldivergence_with_a_scalar_label_says_what_to_pass():
     np.testing.assert_allclose(kldivergence(yhat, y), want, rtol=1e-5)
     np.testing.assert_allclose(kldivergence(yhat, jnp.broadcast_to(0.25, (3, 4)), dims=-2),
                                kldivergence(yhat, jnp.full((3, 4), 0.25)), rtol=1e-6)
+
+
+X44 = jnp.arange(16.0).reshape(4, 4, 1, 1)
+
+
+@pytest.mark.parametrize("call, name, what", [
+    (lambda: N.upsample_nearest(X44, (1.5, 1.5)), "upsample_nearest", "scale"),  # was X44 unchanged
+    (lambda: N.upsample_nearest(X44, (2.7, 2)), "upsample_nearest", "scale"),  # was (8, 8) output
+    (lambda: N.upsample_nearest(X44, 2.7), "upsample_nearest", "scale"),  # was 'float' not iterable
+    (lambda: N.upsample_nearest(X44, size=(8.0, 8)), "upsample_nearest", "size"),
+    (lambda: N.upsample_bilinear(X44, size=(5.9, 5)), "upsample_linear", "size"),  # was (5, 5)
+    (lambda: N.upsample_trilinear(X44[..., None], size=(5.5, 5, 1)), "upsample_linear", "size"),
+    (lambda: N.pad_zeros(jnp.ones(3), (1.5, 1)), "pad_zeros", "pad"),  # was shape (5,)
+    (lambda: N.pad_constant(jnp.ones(3), 1.5, 2.0), "pad_constant", "pad"),
+    (lambda: N.pad_reflect(X44, (1.0, 1, 1, 1)), "pad_reflect", "pad"),
+    (lambda: N.pad_circular(X44, 1.5), "pad_circular", "pad"),
+    (lambda: N.scatter(jnp.add, jnp.ones(3), jnp.array([0, 1, 2]), dstsize=(5.5,)), "scatter", "dstsize"),
+    (lambda: N.scatter(jnp.add, jnp.ones(3), jnp.array([0, 1, 2]), dstsize=5.5), "scatter", "dstsize"),
+    (lambda: N.same_pad(2.5), "same_pad", "the kernel size"),
+])
+def test_sizes_scales_and_paddings_must_be_integers(call, name, what):
+    """NNlib takes `Integer`s there (a float is a MethodError); fluxjax called `int()` on them and gave
+    a truncated size, a plausible shape, with no error."""
+    with pytest.raises(TypeError, match=rf"^{name}: {what} must be an int or a tuple of ints, got "):
+        call()
+
+
+def test_integer_sizes_of_every_kind_keep_their_values():
+    x = np.asarray(X44)
+    np.testing.assert_array_equal(N.upsample_nearest(X44, (np.int64(2), 1)), np.repeat(x, 2, axis=0))
+    np.testing.assert_array_equal(N.upsample_nearest(X44, 2), np.repeat(np.repeat(x, 2, axis=0), 2, axis=1))
+    assert N.upsample_nearest(X44, (2,)).shape == (8, 4, 1, 1)  # a 1-tuple scales the first axis only
+    assert N.upsample_nearest(X44, size=[8, 12]).shape == (8, 12, 1, 1)
+    assert N.upsample_bilinear(X44, (1.5, 1.5)).shape == (6, 6, 1, 1)  # a real scale is NNlib's too
+    assert N.upsample_bilinear(X44, size=(jnp.array(5), 6)).shape == (5, 6, 1, 1)
+    np.testing.assert_array_equal(N.pad_zeros(jnp.array([1.0, 2.0]), jnp.array(1)), [0, 1, 2, 0])
+    np.testing.assert_array_equal(N.pad_zeros(jnp.array([1.0, 2.0]), [np.int32(1), 2]), [0, 1, 2, 0, 0])
+    np.testing.assert_array_equal(N.scatter(jnp.add, jnp.ones(3), jnp.array([0, 1, 1]), dstsize=np.int64(4)),
+                                  [1, 2, 0, 0])
+    assert N.same_pad((4, np.int64(3))) == (2, 1, 1, 1)
