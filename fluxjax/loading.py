@@ -284,8 +284,9 @@ def _leaf(plan: _Plan, dst: Any, src: Any, path: tuple, slot: Slot | None) -> No
 def _plan_rule(plan: _Plan, leaf: Any, src_state: Any, path: tuple) -> None:
     """An optimiser `Leaf`: its rule reads its hyperparameters from the state (`state.hyper`), which the
     load replaces with the checkpoint's; where they differ from the destination's, the leaf's rule becomes
-    the rule with the loaded values (`rule.adjust(...)`), so `leaf.rule` shows what the next step uses.
-    Where no rule can show them (a chain, a wrapper), differing hyperparameters are an error."""
+    the rule with the loaded values (`rule.adjust(...)`; in an `OptimiserChain`, each member's), so
+    `leaf.rule` shows what the next step uses. Where no rule can show them (a wrapper), differing
+    hyperparameters are an error."""
     dst_h = [(p, a) for p, a in array_paths(leaf.state) if "hyper" in p]
     src_h = dict(array_paths(src_state, keep=lambda v: is_array(v) or isinstance(v, (int, float, np.generic))))
     changed: list[tuple] = []
@@ -300,29 +301,48 @@ def _plan_rule(plan: _Plan, leaf: Any, src_state: Any, path: tuple) -> None:
             changed.append(p)
     if not changed:
         return
-    rule, st, sst, off = leaf.rule, leaf.state, src_state, 0
-    if _is_namedtuple(st) and st._fields == ("count", "state"):  # a scheduled learning rate
-        st, sst, off = st.state, _get(sst, "state", 1), 1
-    simple = (_is_namedtuple(st) and "hyper" in st._fields and isinstance(st.hyper, dict) and hasattr(rule, "adjust")
-              and all(len(p) > off + 1 and p[off] == "hyper" for p in changed))
-    if not simple:
+    new = _showing(leaf.rule, leaf.state, src_state, changed)
+    if new is None:
         here = show_path(path + ("state",) + changed[0])
         raise StructureMismatch(f"loadmodel_: {here}: the source's hyperparameter differs from the destination's, "
-                                f"and the destination's rule {rule!r} cannot show it; set up the optimiser state "
+                                f"and the destination's rule {leaf.rule!r} cannot show it; set up the optimiser state "
                                 "with the rule the source was saved with, then load")
+    if new is not leaf.rule:  # leaves that shared a rule and load the same values share the new one (one program)
+        key = (id(leaf.rule), repr(new))
+        plan.rules.append((leaf, plan.adjusted.setdefault(key, new)))
+
+
+def _showing(rule: Any, st: Any, sst: Any, changed: list[tuple]) -> Any:
+    """`rule` adjusted to the hyperparameters of the source state `sst` at the paths `changed` (of the
+    destination state `st`), or None when it cannot show them."""
+    if _is_namedtuple(st) and st._fields == ("count", "state"):  # a scheduled learning rate
+        if not all(p[0] == "state" for p in changed):
+            return None
+        return _showing(rule, st.state, _get(sst, "state", 1), [p[1:] for p in changed])
+    opts = getattr(rule, "opts", None)
+    if type(st) is tuple and isinstance(opts, tuple) and len(opts) == len(st) and hasattr(rule, "adjust"):
+        members = list(opts)  # an `OptimiserChain`: each member's state in its place
+        for i in sorted({p[0] for p in changed}):
+            if not isinstance(i, int):
+                return None
+            m = _showing(opts[i], st[i], sst[i] if not isinstance(sst, dict) else sst.get(i, sst.get(str(i))),
+                         [p[1:] for p in changed if p[0] == i])
+            if m is None:
+                return None
+            members[i] = m
+        return type(rule)(*members)
+    if not (_is_namedtuple(st) and "hyper" in st._fields and isinstance(st.hyper, dict) and hasattr(rule, "adjust")
+            and all(len(p) > 1 and p[0] == "hyper" for p in changed)):
+        return None
     hyper = _get(sst, "hyper", st._fields.index("hyper"))
     eta_scheduled = callable(getattr(rule, "hyperparameters", {}).get("eta"))
     kw = {}
-    for k in sorted({p[off + 1] for p in changed}):
+    for k in sorted({p[1] for p in changed}):
         if k == "eta" and eta_scheduled:
             continue  # a schedule sets the learning rate; the stored one stands in for it
         v = hyper[k]
         kw[k] = tuple(_number(x) for x in v) if isinstance(v, (tuple, list)) else _number(v)
-    if kw:  # leaves that shared a rule and load the same values share the new one (one compiled step)
-        key = (id(rule), tuple(sorted(kw.items())))
-        if key not in plan.adjusted:
-            plan.adjusted[key] = rule.adjust(**kw)
-        plan.rules.append((leaf, plan.adjusted[key]))
+    return rule.adjust(**kw) if kw else rule
 
 
 def _plan_frozen(plan: _Plan, leaf: Any, src: Any, path: tuple) -> None:
