@@ -280,6 +280,7 @@ from .optimise import Momentum as Momentum
 from .optimise import NAdam as NAdam
 from .optimise import Nesterov as Nesterov
 from .optimise import NonFiniteLoss as NonFiniteLoss
+from .optimise import NonFiniteNorm as NonFiniteNorm
 from .optimise import OAdam as OAdam
 from .optimise import OptimiserChain as OptimiserChain
 from .optimise import RAdam as RAdam

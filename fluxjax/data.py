@@ -508,8 +508,9 @@ class DataLoader:
             return None
         if self._gen is not None:
             return self._gen.permutation(self.nobs)
-        self._key, sub = jax.random.split(self._key)
-        return np.asarray(jax.random.permutation(sub, self.nobs))
+        with jax.ensure_compile_time_eval():  # drawn now, also while a program is traced: never a traced key
+            self._key, sub = jax.random.split(self._key)
+            return np.asarray(jax.random.permutation(sub, self.nobs))
 
     @staticmethod
     def _take(x: Any, idx: Any) -> jax.Array:

@@ -36,6 +36,25 @@ class StructureMismatch(ValueError):
     """
 
 
+class NonFiniteNorm(ValueError):
+    """``ClipNorm``'s refusal of a gradient whose norm is NaN or Inf (Optimisers.jl's ``DomainError``). A
+    ``ValueError``.
+
+    ```python
+    >>> m = Dense(jnp.zeros((1, 2)), False)
+    >>> s = setup(OptimiserChain(ClipNorm(1.0), Descent(0.1)), m)
+    >>> g = gradient(lambda m: jnp.sum(jnp.sqrt(m.weight)), m)[0]   # d/dw sqrt(w) is Inf at 0
+    >>> update_(s, m, g)
+    Traceback (most recent call last):
+        ...
+    fluxjax.errors.NonFiniteNorm: ClipNorm: gradient has 2.0-norm inf, for array float32[1, 2]
+    >>> m.weight                                     # nothing was written
+    Array([[0., 0.]], dtype=float32)
+
+    ```
+    """
+
+
 def describe(x) -> str:
     """Julia-style description of an array argument: `3×5 Matrix{float32}`."""
     shape = getattr(x, "shape", None)

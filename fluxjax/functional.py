@@ -61,6 +61,6 @@ def functional(model: Any) -> tuple[dict, dict, Callable]:
         if train is not None:  # every layer follows the region's mode
             swaps += [(Slot(lay, "active", True), None) for lay in all_layers(model) if "active" in lay.__dict__]
         return run_in_region(lambda: model(*inputs), swaps, lambda r: {key[i]: slots[i].get() for i in s_idx},
-                             train=train, rng=rng)
+                             train=train, rng=rng, explicit=True)
 
     return params, state, apply

@@ -327,3 +327,25 @@ def test_onehotbatch_of_traced_labels_in_an_eager_gradient_checks_as_op_by_op(ji
     np.testing.assert_allclose(
         Flux.withgradient(loss(jnp.array([0, 7, 1]), default=2), x, jit=False).val,
         Flux.logitcrossentropy(x, jnp.eye(3)[:, [0, 2, 1]]), rtol=1e-6)
+
+
+def test_a_shuffling_dataloader_iterated_inside_a_compiled_loss_draws_as_op_by_op():
+    """The eager gradient compiles its call: the loader's shuffle split its key while traced and kept a
+    traced key (an error, then every later `list(dl)` failed). Now the draw is made at once: the
+    gradients, the loader's key and the batches it gives afterwards are those of `jit=False`."""
+    m = Flux.Dense(jnp.array([[1.0, -2.0], [0.5, 1.0]]), False)
+    X = jnp.asarray(np.random.RandomState(0).randn(2, 6).astype(np.float32))
+
+    def run(jit):
+        dl = Flux.DataLoader(X, batchsize=2, shuffle=True, rng=3)
+
+        def loss(mm):
+            return sum(jnp.sum(mm(xb) ** 2) * (i + 1) for i, xb in enumerate(dl))
+
+        grads = [np.asarray(Flux.gradient(loss, m, jit=jit)[0].weight) for _ in range(3)]
+        return grads, np.asarray(dl._key), [np.asarray(b) for b in dl]
+
+    (ga, ka, ba), (gb, kb, bb) = run(False), run(True)
+    assert not any(np.allclose(ga[0], g) for g in ga[1:])  # each call its own order
+    for x, y in zip(ga + [ka] + ba, gb + [kb] + bb, strict=True):
+        np.testing.assert_allclose(x, y, rtol=1e-6)

@@ -16,6 +16,7 @@ import collections
 import functools
 import threading
 import types
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -25,12 +26,12 @@ from jax.sharding import SingleDeviceSharding
 
 from ..core.keys import static_key
 from ..core.layer import structure_version
-from ..core.region import TRACER_ERROR, commit, current_region, mode_context, run_in_region
+from ..core.region import TRACER_ERROR, checked_notes, commit, current_region, guard_writes, mode_context, run_in_region
 from ..core.walk import Slot, Walk, set_many, walk
 from ..random import default_key, default_rng
 from . import hostrandom
-from .entry import Entry, shared_output
-from .plan import Containers, Plan, is_data, refresh_reads
+from .entry import Entry, act_on_checks, shared_output
+from .plan import Containers, Plan, is_data, reads_set, refresh_reads
 from .pure import tracing
 
 PLAN_MISSES = 3  # see Entry.unused_plans
@@ -56,6 +57,40 @@ def _no_leaked_reads(w: Walk) -> None:
                 "invalid (the eager call would have updated it, the compiled one cannot). Return the value "
                 "instead, or keep it in a field of a layer (fluxjax.rebind), which the program writes back."
             )
+
+
+_warned_sets: set = set()
+_last = threading.local()  # .set_reads: what the last call of this thread set that it reads (`last_set_reads`)
+
+
+def last_set_reads() -> tuple | list[str]:
+    """What the trace of this thread's last `fluxjax.jit` call set that its function reads (`global STEP;
+    STEP += 1`, see `plan.reads_set`), empty when it did not trace or set nothing: that call's program
+    is used once, and a caller that compiles on the user's behalf runs the later calls op by op."""
+    return getattr(_last, "set_reads", ())
+
+
+def _warn_sets_reads(fn: Callable, what: list[str]) -> None:
+    """Once per function: its trace set what it reads, so each call that does so is compiled anew."""
+    code = getattr(fn, "__code__", type(fn))
+    if code in _warned_sets:
+        return
+    _warned_sets.add(code)
+    name = getattr(fn, "__qualname__", type(fn).__name__)
+    warnings.warn(
+        f"fluxjax.jit: {name} set {', '.join(what)} while being traced, and reads it: so that each call "
+        "sees the value the last one left, as the eager call does, a call that sets it is traced and "
+        "compiled again. Pass the value as an argument (or keep a counter in a layer's field, which the "
+        "program takes and writes back) to compile once.", stacklevel=5)
+
+
+def _put_back_reads(w: Walk) -> None:
+    """After a call that raised (a trace that failed, `NotFusable`): the globals and closure variables
+    it read hold what they held before it, so that a caller that runs the code again (op by op, one
+    step at a time) does not see its side effects twice (`global step; step += 1`)."""
+    for slot, before in w.watched:
+        if slot.get_base() is not before:
+            slot.set_base(before)
 
 
 def _commit_beside(w: Walk) -> None:
@@ -180,6 +215,7 @@ class Jitted:
         return pos, {k: kwargs[k] for k in self.static_argnames if k in kwargs}
 
     def _call(self, args: tuple, kwargs: dict) -> Any:
+        _last.set_reads = ()
         region = current_region()
         mode = False if region is None else mode_context()
         if default_rng.key is None:
@@ -212,6 +248,8 @@ class Jitted:
             dyn_kwargs = {k: v for k, v in kwargs.items() if k not in kw}
             box = [*(None if i in pos else a for i, a in enumerate(args)), dyn_kwargs, self.fn, default_rng]
             w = walk(box, functions=True, read_arrays=self.read_arrays)
+            if w.host_rngs and hostrandom.reads_iterator(w.host_rngs, self.fn, tracing()):
+                w.reusable = False  # no plan: its check would find the same iterator and run the old program
             if region is None:
                 _commit_beside(w)
             shared = _sharing_pattern(w.leaves)
@@ -225,12 +263,13 @@ class Jitted:
             else:
                 self._cache.move_to_end(key)
             leaves = _distinct(w.leaves, shared)
-        entry.current = (box, w, statics)
-        traces = entry.traces
         top = trace_state_clean()
+        entry.current = (box, w, statics, top)
+        traces = entry.traces
         try:
-            out_leaves, changed, extra, tree = entry.call(leaves, top)
+            out_leaves, changed, extra, tree, checked = entry.call(leaves, top)
         except BaseException:
+            _put_back_reads(w)
             if plan is None and traces == 0 and entry.traces == 0:
                 self._cache.pop(key, None)  # a failed first trace leaves no entry behind
             raise
@@ -245,7 +284,13 @@ class Jitted:
             except RuntimeError:
                 self._forget(entry)  # its program reads the global as a constant: never run again
                 raise
+            sets = reads_set(w)
+            if sets:  # a counter it advances itself: the next call runs the code again
+                entry.wrote_fields.append(f"{', '.join(sets)}, which it reads")
+                if not (tracing() or hostrandom.refusing()):  # (those callers go op by op from now on)
+                    _warn_sets_reads(self.fn, sets)
             refresh_reads(w)
+        _last.set_reads = sets if traced else ()  # (after the calls its trace made)
         version = structure_version()  # before the writes: one that changes the structure voids the plan
         if plan is not None:
             plan.store(changed, None if region is None else commit)
@@ -270,6 +315,7 @@ class Jitted:
                 plan.recheck()
             plan.release()
         self.last_plan = plan
+        act_on_checks(checked, top)
         return out_leaves, tree
 
     def _worth_a_plan(self, entry: Entry, args: tuple) -> bool:
@@ -318,7 +364,7 @@ class Jitted:
                 for part, values in zip(split, parts):
                     for p, v in zip(part, values):
                         leaves[p] = v
-            box, w, (pos, kw) = entry.current
+            box, w, (pos, kw), top = entry.current
             xs = leaves if shared is None else [leaves[p] for p in shared]
 
             result: list = []
@@ -331,6 +377,20 @@ class Jitted:
                 return result[0]
 
             def collect(region):
+                # a list or dict the walk reached that the code shrank (`q.pop(0)`): its slots are gone
+                if any(len(c) < len(old) or (type(c) is dict and not old.keys() <= c.keys()) for c, old in kept):
+                    for c, old in kept:  # as they were, so that the region puts every slot back
+                        if type(c) is dict:
+                            c.clear()
+                            c.update(old)
+                        else:
+                            c[:] = old
+                    raise hostrandom.ContainerShrunk(getattr(box[n_args + 1], "__qualname__", "the function"))
+                # checks noted in this trace (ClipNorm's finite norm): a top-level call raises after it
+                # when one failed, so every write of the call is put back then (`act_on_checks`)
+                checked = checked_notes(region.checks) if region.checks else None
+                if checked is not None and top:
+                    guard_writes(checked.failed == 0)
                 # one output for each new value, keyed by the slots it goes to
                 new: dict[int, tuple[Any, list[int]]] = {}
                 now = set()
@@ -354,18 +414,19 @@ class Jitted:
                     extra[k] = slot.get()
                 # the result read before the region puts the inputs back: a model the function returns
                 # comes back with what the call wrote into it, as the eager call's does
-                return changed, extra, shared_output(result[0])
+                return changed, extra, shared_output(result[0]), checked
 
             containers = Containers(w.containers)
+            kept = [(c, c.copy()) for c in w.containers]
             rngs = hostrandom.Snapshot(w.host_rngs)
-            _, (changed, extra, (out_leaves, tree)) = run_in_region(run, zip(w.slots, xs), collect,
-                                                                    fields_set=entry.wrote_fields.extend)
+            _, (changed, extra, (out_leaves, tree), checked) = run_in_region(run, zip(w.slots, xs), collect,
+                                                                             fields_set=entry.wrote_fields.extend)
             if rngs.changed():
                 hostrandom.drew(box[n_args + 1], tracing(), rngs)
             if not containers.holds():
                 entry.wrote_fields.append("a list or dict of the arguments (an item set, added or removed)")
             entry.note_output(leaves, tree)
-            return out_leaves, changed, extra
+            return out_leaves, changed, extra, checked
 
         kwargs = dict(self.jit_kwargs)
         if split is not None:

@@ -9,7 +9,9 @@ from typing import Any
 import jax
 
 from ..core.layer import LAYER_TYPES
+from ..core.region import Checked
 from ..core.walk import Slot, node_children
+from ..errors import NonFiniteNorm
 from .options import with_defaults
 
 _MANY = object()  # an entry whose programs (one per input shapes) return differently structured outputs
@@ -204,16 +206,17 @@ class Entry:
 
     def call(self, leaves: list, top: bool = True) -> tuple[list, dict, dict, Any]:
         """Run the program on its inputs (`top`: no trace is under way): `(output leaves, changed,
-        extra, output structure)`."""
+        extra, output structure, checked)`, `checked` the `Checked` of the checks its trace noted, or
+        None (see `act_on_checks`)."""
         program = self.top if top else self.program(top)
         if self.split is None and self.effects is False:  # the common case, kept short
-            out_leaves, changed, extra = program(leaves)
+            out_leaves, changed, extra, checked = program(leaves)
             tree = self.out_tree
-            return out_leaves, changed, extra, (self.out_trees[_avals(leaves)] if tree is _MANY else tree)
+            return out_leaves, changed, extra, (self.out_trees[_avals(leaves)] if tree is _MANY else tree), checked
         args = (leaves,) if self.split is None else tuple([leaves[i] for i in part] for part in self.split)
         if self.effects is None:  # jax caches this trace: the call below does not trace again
             self.effects = bool(program.trace(*args).jaxpr.effects)
-        out_leaves, changed, extra = program(*args)
+        out_leaves, changed, extra, checked = program(*args)
         if self.effects:
             # a host callback can fail after dispatch returns: its error must surface before
             # anything is written back, not on some later read of the model
@@ -225,7 +228,21 @@ class Entry:
         tree = self.out_tree
         if tree is _MANY:
             tree = self.out_trees[_avals(leaves)]
-        return out_leaves, changed, extra, tree
+        return out_leaves, changed, extra, tree, checked
+
+
+def act_on_checks(checked: Checked | None, top: bool) -> None:
+    """After a call whose trace noted checks on traced values (`Checked`; ClipNorm's finite norm): at
+    top level, raise the first failed one's error (the program put back every write of the call, so
+    the model and its state are as they were); under an enclosing trace, note them in its region,
+    whose runner acts on them (`train_`'s step, an enclosing `fluxjax.jit`)."""
+    if checked is None:
+        return
+    if not top:
+        checked.note()
+    elif (message := checked.error()) is not None:
+        raise NonFiniteNorm(f"fluxjax.jit: {message}; this call was not applied: the model and its state are "
+                            "as they were before it")
 
 
 def _avals(leaves: Sequence) -> tuple:
@@ -251,4 +268,4 @@ def _forget_failed_tokens() -> None:
                 del table[k]
 
 
-__all__ = ["Entry"]
+__all__ = ["Entry", "act_on_checks"]

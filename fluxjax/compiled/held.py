@@ -18,6 +18,7 @@ from jax._src.core import trace_state_clean  # no public API says whether a trac
 
 from ..core.region import commit, current_region, mode_context
 from .call import NO_STATICS, Jitted
+from .entry import act_on_checks
 
 _MISS = object()  # `_step`'s answer when the arguments do not fit the held inputs
 
@@ -90,10 +91,11 @@ class HeldSteps:
         box, entry = plan.box, plan.entry
         n = len(self.fixed)
         box[n:n + len(rest)] = rest  # the program is traced again for new shapes, from the box
-        entry.current = (box, plan.walk, NO_STATICS)
+        top = trace_state_clean()
+        entry.current = (box, plan.walk, NO_STATICS, top)
         traces = entry.traces
         try:
-            out_leaves, changed, extra, tree = entry.call(inputs, trace_state_clean())
+            out_leaves, changed, extra, tree, checked = entry.call(inputs, top)
         finally:
             entry.current = None
         if entry.traces != traces:
@@ -110,6 +112,7 @@ class HeldSteps:
         if entry.wrote_fields:  # its trace set a field (see `Entry.wrote_fields`): the models take over
             self._close()
             self.jitted._forget(entry)
+        act_on_checks(checked, top)
         return jax.tree_util.tree_unflatten(tree, out_leaves)
 
     def _learn(self, changed: dict) -> bool:

@@ -202,6 +202,24 @@ def is_data(v: Any) -> bool:
     return isinstance(v, ARRAY_TYPES) or isinstance(v, NUMBER_TYPES)
 
 
+def reads_set(w) -> list[str]:
+    """After a trace: what the walked functions read that the trace itself changed (`global STEP;
+    STEP += 1`, a `nonlocal` counter, `cfg.n += 1` on an object they read), as names for a message.
+    Values are compared by their keys (a global rebound to an equal number is not a change); arrays
+    that the program takes as inputs are read afresh at each call anyway."""
+    names = []
+    for slot, before in w.watched:
+        now = slot.get_base()
+        if now is before or (w.read_arrays and isinstance(before, ARRAY_TYPES)):
+            continue
+        if static_key(now) != static_key(before):
+            names.append(f"global {slot.key}" if slot.attr is False else "a closure variable")
+    for o, key in w.watch:
+        if static_key(o) != key:
+            names.append(f"the contents of a {type(o).__name__}")
+    return names
+
+
 def refresh_reads(w) -> None:
     """Take what the walked functions read as it is now, after a trace whose Python code changed it
     (side effects that run while tracing, as under `jax.jit`, are not changes made by the caller). Only

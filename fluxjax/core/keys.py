@@ -106,7 +106,8 @@ def static_key(v: Any, watch: list | None = None, rngs: list | None = None) -> A
     read (`function_key`); containers, the user's objects and NumPy arrays by their contents, with the
     object kept alive. When the key depends on something that can change in place, `(v, key)` is
     appended to `watch`, so a reuse check can compute it again (`static_key(v) == key`); the NumPy and
-    Python random generators met are appended to `rngs`."""
+    Python random generators met, and the iterators (generators, `iter(list)`, ...), whose key equals no
+    other, are appended to `rngs`."""
     k = _Keying(rngs)
     key = _static_key(v, k, 0)
     if k.mutable and watch is not None:
@@ -161,6 +162,10 @@ def _static_key(v, k, depth):
         return (t, Same(v), _static_key(wrapped, k, depth + 1))
     if isinstance(v, HOST_RNG_TYPES) and k.rngs is not None:
         k.rngs.append(v)
+    if isinstance(v, collections.abc.Iterator):  # an iterator, a generator: `next` changes it unseen
+        if k.rngs is not None:
+            k.rngs.append(v)
+        return ("iterator", Same(object()))  # equal to no other key (see compiled/hostrandom.py)
     try:
         hash(v)
         by_value = t.__hash__ is not object.__hash__

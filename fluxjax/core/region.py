@@ -44,9 +44,9 @@ class Region:
     None) forces it; `rng` (when given) feeds random layers instead of their own keys."""
 
     __slots__ = ("originals", "written", "before", "differentiating", "train", "rng", "born", "trace", "stands_for",
-                 "checks")
+                 "checks", "explicit")
 
-    def __init__(self, differentiating: bool = False, train: bool | None = None, rng=None):
+    def __init__(self, differentiating: bool = False, train: bool | None = None, rng=None, explicit: bool = False):
         self.originals: dict[tuple, tuple[Slot, Any]] = {}
         self.written: dict[tuple, Slot] = {}
         self.before: dict[tuple, Any] = {}  # each written slot's value just before its first write
@@ -57,6 +57,7 @@ class Region:
         self.trace = None  # the JAX trace the region's body runs in (set on entry)
         self.stands_for: dict[int, Any] = {}  # id(a value swapped in) -> the object it replaced (see `original`)
         self.checks: list[tuple[Any, Any, str]] = []  # checks on traced values that could not raise (`note_check`)
+        self.explicit = explicit  # the caller threads the state itself (functional's apply): its keys are its own
 
     def swap(self, slot: Slot, value) -> None:
         k = (id(slot.owner), slot.key)
@@ -258,6 +259,12 @@ def within_gradient(x: Any = None) -> bool:
     return any(r.differentiating for r in _stack())
 
 
+def explicit_state() -> bool:
+    """Whether the layers run inside `functional`'s `apply`, whose caller passes their state (keys
+    included) and may map it with `jax.vmap` as it chooses."""
+    return any(r.explicit for r in _stack())
+
+
 def layer_key(layer: Any, field: str = "rng"):
     """A fresh key for a random layer: from the region's `rng` when one was given, else split from
     the layer's own key field (which then moves on, through the state thread)."""
@@ -297,14 +304,58 @@ def guard_writes(keep) -> None:
 def note_check(ok: Any, value: Any, message: str) -> bool:
     """A check on traced values that cannot raise while tracing (ClipNorm's non-finite norm): note it
     in the innermost region, when the trace under way is that region's own, as `(ok, value, message)`
-    (`ok` a boolean scalar, `value` a scalar, `message.format(float(value))` the error). A caller that
-    runs the region and can act on it (`train_`'s step) reads `Region.checks`; elsewhere the note is
-    unused. Returns whether it was noted."""
+    (`ok` a boolean scalar, `value` a scalar, `message.format(float(value))` the error). The caller that
+    runs the region acts on it: `train_`'s step skips the step and raises on the host, `fluxjax.jit`
+    puts back the call's writes and raises after the call (see `checked_notes`). Returns whether it was
+    noted; a trace that is not the region's own (a plain `jax.jit` inside it) cannot note it."""
     s = _stack()
     if not s or s[-1].trace is None or _trace_now() is not s[-1].trace:
         return False
     s[-1].checks.append((ok, value, message))
     return True
+
+
+@jax.tree_util.register_pytree_node_class
+class Checked:
+    """What the checks noted in a region (`note_check`: ClipNorm's finite norm) found: `failed`, 0 when
+    every check passed, else 1 + the index of the first that failed, and `value`, that check's value (for
+    its message); stacked along a leading axis for the steps of a scan. The messages are static: part of
+    the tree's structure, not arrays."""
+
+    __slots__ = ("failed", "value", "messages")
+
+    def __init__(self, failed: Any, value: Any, messages: tuple[str, ...]):
+        self.failed, self.value, self.messages = failed, value, messages
+
+    def tree_flatten(self) -> tuple:
+        return (self.failed, self.value), self.messages
+
+    @classmethod
+    def tree_unflatten(cls, messages: tuple[str, ...], children: Any) -> Checked:
+        return cls(*children, messages)
+
+    def error(self, k: int | None = None) -> str | None:
+        """The message of the first failed check (of the `k`-th step of a scan), or None: reads the device."""
+        failed, value = jax.device_get((self.failed, self.value))
+        if k is not None:
+            failed, value = failed[k], value[k]
+        return None if int(failed) == 0 else self.messages[int(failed) - 1].format(float(value))
+
+    def note(self) -> None:
+        """Note each of these (traced) checks again, in the region whose trace is under way (see `note_check`)."""
+        for j, message in enumerate(self.messages):
+            note_check(self.failed != j + 1, self.value, message)
+
+
+def checked_notes(noted: list) -> Checked:
+    """The `Checked` of the notes `noted` (`Region.checks`, `(ok, value, message)` each)."""
+    jnp = jax.numpy
+    failed, value = jnp.int32(0), jnp.float32(0)
+    for j in reversed(range(len(noted))):  # the first failed check wins
+        ok, v, _ = noted[j]
+        failed = jnp.where(ok, failed, jnp.int32(j + 1))
+        value = jnp.where(ok, value, jnp.asarray(v).astype(jnp.float32))
+    return Checked(failed, value, tuple(message for _, _, message in noted))
 
 
 random_use_state_thread(current_region, rebind)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import types
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import jax
@@ -216,7 +216,7 @@ class Walk:
         # and `params` refuse them rather than leave their arrays silently without a gradient
         self.plain: list[Any] = []
         self.read_arrays = False  # whether arrays the functions read are inputs (leaves), not constants
-        self.host_rngs: list[Any] = []  # NumPy / Python random generators met (see compiled/hostrandom.py)
+        self.host_rngs: list[Any] = []  # NumPy / Python random generators and iterators met (compiled/hostrandom.py)
 
 
 def walk(root: list, paths: bool = False, functions: bool = False, read_arrays: bool = False) -> Walk:
@@ -299,8 +299,8 @@ def walk(root: list, paths: bool = False, functions: bool = False, read_arrays: 
         elif functions and isinstance(v, type) and reading and not is_library(v):
             sig.append(("static", v))
             visit_class(v, reading[-1])
-        elif isinstance(v, OPAQUE_TYPES) or isinstance(v, IMMUTABLE_TYPES):
-            sig.append(("static", static_key(v, w.watch, w.host_rngs)))
+        elif isinstance(v, OPAQUE_TYPES) or isinstance(v, IMMUTABLE_TYPES) or isinstance(v, Iterator):
+            sig.append(("static", static_key(v, w.watch, w.host_rngs)))  # (an iterator: see compiled/hostrandom.py)
         elif functions and getattr(t, "__fluxjax_slots__", None) is not None:
             visit_places(v)
         elif functions and _plain_holding_layer(v):

@@ -32,7 +32,7 @@ from ..core.region import is_active, layer_key, rebind
 from ..errors import DimensionMismatch, describe
 from ..init import ones32, zeros32
 from ..nnlib._layout import from_last, to_last
-from ..nnlib.dropout import dropout
+from ..nnlib.dropout import check_unmapped, dropout
 from ..nnlib.normalise import normalise
 from ..random import resolve_key
 from .basic import act_name, identity
@@ -388,6 +388,7 @@ class Dropout:
             )
         if self.p == 1:
             return dropout(x, 1.0)  # zeros (floats for integer input), without drawing a key
+        check_unmapped(x, f"layer {name(self)}")
         return dropout(layer_key(self), x, self.p, dims=self.dims)
 
     def _dims_str(self) -> str:
@@ -434,6 +435,7 @@ class AlphaDropout:
             x = x.astype(jnp.float32)
         if self.p == 1:
             return jnp.zeros_like(x)
+        check_unmapped(x, f"layer {name(self)}")
         p = self.p
         A = 1 / np.sqrt((1 - p) * (1 + p * _ALPHA_PRIME**2))
         B = -A * _ALPHA_PRIME * p

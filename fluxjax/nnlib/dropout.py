@@ -5,9 +5,36 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax._src.interpreters.batching import BatchTracer  # no public API says whether a value is vmapped
 
+from ..core.region import explicit_state
 from ..random import resolve_key
 from .axes import axes
+
+
+def mapped(x) -> bool:
+    """Whether `x` is mapped by an enclosing `jax.vmap` (also through the tracers of a gradient taken
+    inside or outside it). A key drawn there is not mapped: each mapped sample gets the same bits."""
+    for _ in range(64):
+        if not isinstance(x, jax.core.Tracer):
+            return False
+        if isinstance(x, BatchTracer):
+            return x.batch_dim is not None
+        x = getattr(x, "primal", None) if hasattr(x, "primal") else getattr(x, "val", None)
+    return False
+
+
+def check_unmapped(x, what: str) -> None:
+    """A `ValueError` when `x` is mapped by `jax.vmap`: `what` (a layer, `dropout(x, p)`) would draw its
+    key once for every mapped sample, one mask for all of them (Flux draws one per element of the batch).
+    Under `functional`'s `apply` the caller passes the keys, mapped or not, as it chooses."""
+    if mapped(x) and not explicit_state():
+        raise ValueError(
+            f"{what} is in train mode under jax.vmap: its key is not mapped, so every mapped sample would be "
+            "dropped by the same mask (Flux draws one per entry of the whole batch). Call the model on the whole "
+            "batch, map your own keys with dropout(key, x, p) (jax.vmap over the keys too), or put the layer "
+            "in test mode (testmode_) where no noise is wanted."
+        )
 
 
 def dropout(*args, dims=None, active: bool = True):
@@ -41,6 +68,8 @@ def dropout(*args, dims=None, active: bool = True):
         return x
     if p == 1:  # every entry dropped; the gradient is zeros (NNlib's test/dropout.jl), not none
         return x * jnp.zeros((), x.dtype)
+    if rng is None:
+        check_unmapped(x, "dropout(x, p) with the global key")
     if dims is None:
         shape = x.shape
     else:

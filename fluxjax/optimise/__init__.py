@@ -1,6 +1,7 @@
 """Optimisers.jl on optax: the rules, the state tree and the training loop (`fluxjax.optimise`
 serves as `Optimisers`)."""
 
+from ..errors import NonFiniteNorm
 from . import eagerstep  # noqa: F401  (installs the fused eager step: withgradient + update_)
 from ._custom import AbstractRule, apply_, init
 from ._rule_base import ScheduleState
@@ -14,5 +15,6 @@ from .wholetree import Part, TreeState
 __all__ = [
     *_rules_all, "ScheduleState", "TreeState", "Part",
     "AbstractRule", "init", "apply_", "Leaf", "setup", "update", "update_", "adjust", "adjust_", "freeze_", "thaw_",
-    "train_", "trainstep_", "trainstep_withgradient_", "NonFiniteLoss", "TrainHistory",
+    "train_", "trainstep_", "trainstep_withgradient_", "NonFiniteLoss", "NonFiniteNorm",
+    "TrainHistory",
 ]

@@ -16,6 +16,7 @@ import jax.numpy as jnp
 
 from ..compiled.pure import concrete
 from ..core.region import note_check
+from ..errors import NonFiniteNorm
 from ._rule_base import Rule, _abs2, _mul_abs2, _pop_lambda, _warn_gamma
 
 __all__ = [
@@ -406,10 +407,6 @@ def _norm(g: jax.Array, p: float) -> jax.Array:
     return jnp.sum(a**q) ** (1 / q)
 
 
-class NonFiniteNorm(ValueError):
-    """``ClipNorm``'s refusal of a gradient whose norm is NaN or Inf (Optimisers.jl's ``DomainError``)."""
-
-
 class ClipNorm(Rule):
     """``ClipNorm(omega=10.0, p=2, *, throw=True)``: ``Δ = g·min(ω/‖g‖ₚ, 1)``, **per array**.
 
@@ -420,8 +417,10 @@ class ClipNorm(Rule):
     the rule notes its check in the step's region (``note_check``); a failed check skips the step,
     and ``train_``'s later ones, as a non-finite loss does, and the host raises when it reads the
     result (``train_`` once per window of steps; a compiled ``trainstep_`` with such a check waits for
-    each step). Inside your own ``fluxjax.jit`` or ``jax.jit`` it cannot raise: the step becomes all
-    NaN instead, so a finiteness check on the result catches it. With ``throw=False`` the arithmetic is
+    each step). A ``fluxjax.jit`` function raises it after the call, with every write of that call put
+    back (it waits for the result of each call whose program holds such a check). Only under a plain
+    ``jax.jit`` can it not raise: the step becomes all NaN instead, so a finiteness check on the result
+    catches it. With ``throw=False`` the arithmetic is
     Optimisers.jl's: an ``Inf`` gradient gives NaN where it was infinite, a NaN gradient NaN everywhere.
     Adjustable in state: ``omega``; ``p`` and ``throw`` are structural.
 

@@ -48,6 +48,7 @@ import jax
 
 from ..compiled.access import Source, holding, loader, storer
 from ..compiled.call import jit as _fluxjax_jit
+from ..compiled.call import last_set_reads
 from ..compiled.plan import Containers
 from ..compiled.pure import tracing_eager_call
 from ..core.layer import LAYER_TYPES, structure_version
@@ -409,6 +410,9 @@ def _run_fused(name: str, f: Callable, model: Any, opt_state: Any, link: _Link) 
     except Exception:  # anything the fused trace cannot do; the usual call then runs (and raises the user's errors)
         link.dead = True
         return NOT_FUSED
+    if last_set_reads():  # `f` advances what it reads: this call is right, the next ones go op by op
+        link.dead = True
+        api.run_op_by_op(f)
     built = _built.get(name)
     if built is None or built[0] is not shape:
         built = _built[name] = (shape, *_builder(shape, name))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import math
 import warnings
 from collections.abc import Callable, Iterable
@@ -16,16 +17,18 @@ import numpy as np
 import optax
 from jax.sharding import NamedSharding, PartitionSpec, SingleDeviceSharding
 
+from ..compiled import hostrandom
 from ..compiled.call import jit as _jit
+from ..compiled.call import last_set_reads
 from ..compiled.held import HeldSteps
 from ..compiled.scan import NotFusable, scan_steps
 from ..data import DataLoader
+from ..errors import NonFiniteNorm
 from ..modes import trainmode_
 from ..parallel.batches import ShardedBatches, place_for_training
 from ..random import default_key, default_rng
 from ..zygote import Params
 from ..zygote.plan import first_output
-from ._basic_rules import NonFiniteNorm
 from ._rule_base import LeafState
 from .implicit import _implicit_holder
 from .progress import progress as _display
@@ -135,7 +138,11 @@ def train_(loss: Callable, model: Any, data: Iterable, opt_state: Any, *rest: An
     Compiled, over a list or tuple of batches or a `DataLoader` (data whose iteration runs none of your
     code), `train_` runs `CHECK_EVERY` steps of small batches (up to `FUSE_MAX_BATCH_BYTES` each) of one
     shape per XLA call, as a `jax.lax.scan` (`fuse=False`: one call per step). The numbers are those of
-    the steps one by one; Python code in the loss runs while tracing, as under `jax.jit`. A step the scan
+    the steps one by one; Python code in the loss runs while tracing, as under `jax.jit`, except where that
+    would freeze what Flux's loop computes anew at each step: a loss that draws from NumPy's or Python's
+    random generators (`np.random.randn`), reads an iterator (`next(it)`), takes items out of a list it
+    reads, or advances a value it reads (`global step; step += 1`) runs op by op from that step on (a
+    fused chunk cannot carry such a step: its steps go one call each). A step the scan
     cannot carry (one that writes beside the model, its optimiser state and the global key, or sets a
     field, as a layer's data-dependent initialisation `self.initialized = True` does) runs one call
     per step.
@@ -182,14 +189,30 @@ def train_(loss: Callable, model: Any, data: Iterable, opt_state: Any, *rest: An
         data = place_for_training(mesh, model, sources, opt_state, data)
     shown = _display(data, progress)
     try:
-        if jit and fuse and sources is None and _runs_no_user_code(data) and not isinstance(data, ShardedBatches):
-            losses = _run_fused(loss, model, data, opt_state, shown)
-        else:
-            losses = _run(loss, model, data, opt_state, sources, adtype, jit, shown)
+        with hostrandom.refused():  # a loss that draws from np.random (or reads an iterator): op by op
+            if jit and fuse and sources is None and _runs_no_user_code(data) and not isinstance(data, ShardedBatches):
+                losses = _run_fused(loss, model, data, opt_state, shown)
+            else:
+                losses = _run(loss, model, data, opt_state, sources, adtype, jit, shown)
     finally:
         if shown is not None:
             shown.close()
     return TrainHistory(losses)
+
+
+def _eager_steps(loss, model, opt_state, data, start: int, adtype, shown) -> list:
+    """`train_`'s steps op by op over `data`, whose first element is data index `start`."""
+    losses = []
+    for i, d in enumerate(data, start):
+        try:
+            lval = _step(loss, model, opt_state, d, lambda lval, i=i: _check(lval, i), adtype)
+        except NonFiniteNorm as e:
+            raise _refusal(str(e), i) from None
+        losses.append(lval)
+        if shown is not None:
+            shown.set_loss(lval)
+            shown.update()
+    return losses
 
 
 def _run_fused(loss, model, data, opt_state, shown) -> list:
@@ -201,7 +224,7 @@ def _run_fused(loss, model, data, opt_state, shown) -> list:
     first bad step."""
     default_key()  # the global key exists before the walk, so a draw inside the scan is a carried write
     ok, pieces, buf, sig, i = None, [], [], None, 0
-    state = {"fused": True, "checked": 0, "settling": True}
+    state = {"fused": True, "checked": 0, "settling": True, "eager": False}
     def check(piece) -> None:
         start, losses, checked, piece_ok = piece
         _check_window(list(losses), start, piece_ok, checked)
@@ -210,22 +233,45 @@ def _run_fused(loss, model, data, opt_state, shown) -> list:
 
     def dispatch(batches: list, start: int) -> None:
         nonlocal ok
+        if state["eager"]:
+            pieces.append((start, _eager_steps(loss, model, opt_state, batches, start, None, shown), [], True))
+            return
         if ok is None:
             ok = _flag(batches[0], model)
         losses = None
-        if state["fused"] and len(batches) == CHECK_EVERY:
-            held.close()  # the chunk's walk reads the models
-            try:
-                (losses, checked), ok = _compiled_chunk(loss, model, opt_state, _stack(batches), ok)
-            except NotFusable as e:  # nothing was applied: these steps go one by one
-                state["fused"] = e.settles and state["settling"]  # a second try, once they have run
-                state["settling"] = False
-        if losses is None:
-            losses, checked = [], []
-            for d in batches:
-                (lval, c), ok = held(d, ok)
-                losses.append(lval)
-                checked.append(c)
+        try:
+            if state["fused"] and len(batches) == CHECK_EVERY:
+                held.close()  # the chunk's walk reads the models
+                try:
+                    (losses, checked), ok = _compiled_chunk(loss, model, opt_state, _stack(batches), ok)
+                except NotFusable as e:  # nothing was applied: these steps go one by one
+                    state["fused"] = e.settles and state["settling"]  # a second try, once they have run
+                    state["settling"] = False
+
+            if losses is None:
+                losses, checked = [], []
+                for d in batches:
+                    (lval, c), ok = held(d, ok)
+                    losses.append(lval)
+                    checked.append(c)
+                    if last_set_reads():  # the loss advances what it reads: the rest op by op
+                        raise hostrandom.HostRandomDraw("the loss")
+        except hostrandom.HostRandomDraw:  # a trace drew from a host generator: from here on op by op
+            held.close()
+            for piece in pieces[state["checked"]:]:  # the steps before are applied, and checked
+                check(piece)
+            state["checked"], state["eager"] = len(pieces), True
+            done = len(losses) if isinstance(losses, list) else 0  # (steps of this piece already run)
+            if done and shown is not None:
+                shown.update(done)
+            if done:
+                pieces.append((start, losses, checked, ok))
+                check(pieces[-1])
+                state["checked"] = len(pieces)
+            pieces.append((start + done, _eager_steps(loss, model, opt_state, batches[done:], start + done, None,
+                                                      shown), [], True))
+            state["checked"] = len(pieces)
+            return
         pieces.append((start, losses, checked, ok))
         if shown is not None:
             shown.update(len(batches))
@@ -281,31 +327,32 @@ _stacked = jax.jit(lambda batches: jax.tree_util.tree_map(lambda *xs: jnp.stack(
 
 
 def _run(loss, model, data, opt_state, sources, adtype, jit, shown) -> list:
-    """The loop of `train_`; returns the loss of every step (floats, or device arrays when compiled)."""
+    """The loop of `train_`; returns the loss of every step (floats, or device arrays when compiled).
+    Compiled, a step whose trace drew from a host random generator (or read an iterator, or took items
+    out of a list it reads) and every later one run op by op (`compiled/hostrandom.py`)."""
     if not jit:
-        losses = []
-        for i, d in enumerate(data):
-            try:
-                lval = _step(loss, model, opt_state, d, lambda lval, i=i: _check(lval, i), adtype)
-            except NonFiniteNorm as e:
-                raise _refusal(str(e), i) from None
-            losses.append(lval)
-            if shown is not None:
-                shown.set_loss(lval)
-                shown.update()
-        return losses
+        return _eager_steps(loss, model, opt_state, data, 0, adtype, shown)
     # The host does not wait for the device between steps: a non-finite loss turns `ok` off, and every
     # later step then leaves the model alone, so `ok` is read once per window of steps, and only when
     # it is off are the window's losses read to name the first bad one. The error comes at most a
     # window late, with the model as it was before the bad step. The losses stay on the device until
     # the loop ends (a display reads the last one of each window, which the read of `ok` waited for).
-    ok, window, checked, start, held = None, [], [], 0, []
+    ok, window, checked, start, held, rest = None, [], [], 0, [], None
+    items = iter(data)
     with _steps(data, loss, model, sources, opt_state) as step:
-        for i, d in enumerate(data):
+        for i, d in enumerate(items):
             if ok is None:
                 ok = _flag(d, model)
-            (lval, c), ok = step(d, ok)
+            try:
+                (lval, c), ok = step(d, ok)
+            except hostrandom.HostRandomDraw:  # nothing of this step ran: it and the rest go op by op
+                rest = (i, itertools.chain([d], items))
+                break
             window.append(lval)
+            if last_set_reads():  # the loss advances what it reads (a counter): the rest op by op
+                checked.append(c)
+                rest = (i + 1, items)
+                break
             checked.append(c)
             if shown is not None:
                 shown.update()
@@ -316,6 +363,8 @@ def _run(loss, model, data, opt_state, sources, adtype, jit, shown) -> list:
                 held += window
                 window, checked, start = [], [], i + 1
     _check_window(window, start, ok, checked)
+    if rest is not None:
+        return held + window + _eager_steps(loss, model, opt_state, rest[1], rest[0], adtype, shown)
     return held + window  # device arrays: TrainHistory reads them when asked
 
 

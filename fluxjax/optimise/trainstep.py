@@ -7,15 +7,24 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import jax
 import jax.numpy as jnp
 
 from ..compiled.call import jit as _jit
-from ..core.region import base_or_absent, commit, current_region, guard_writes, put_back, run_in_region, written
+from ..core.region import (
+    Checked,
+    base_or_absent,
+    checked_notes,
+    commit,
+    current_region,
+    guard_writes,
+    put_back,
+    run_in_region,
+    written,
+)
+from ..errors import NonFiniteNorm
 from ..zygote import Params, withgradient
 from ..zygote.adtypes import ADType
 from ..zygote.plan import first_output
-from ._basic_rules import NonFiniteNorm
 from .implicit import implicit_update_
 from .rooted import boxed, copy_back, unowned_arrays
 from .tree import _check_state, update_
@@ -66,42 +75,6 @@ def _apply(model, opt, g, writes) -> None:
         raise
 
 
-@jax.tree_util.register_pytree_node_class
-class Checked:
-    """What the checks that a compiled step's rules noted (`core.region.note_check`: ClipNorm's finite
-    norm) found: `failed`, 0 when every check passed, else 1 + the index of the first that failed, and
-    `value`, that check's value (for its message); stacked along a leading axis for the steps of a
-    scan. The messages are static: part of the tree's structure, not arrays."""
-
-    __slots__ = ("failed", "value", "messages")
-
-    def __init__(self, failed: Any, value: Any, messages: tuple[str, ...]):
-        self.failed, self.value, self.messages = failed, value, messages
-
-    def tree_flatten(self) -> tuple:
-        return (self.failed, self.value), self.messages
-
-    @classmethod
-    def tree_unflatten(cls, messages: tuple[str, ...], children: Any) -> Checked:
-        return cls(*children, messages)
-
-    def error(self, k: int | None = None) -> str | None:
-        """The message of the first failed check (of the `k`-th step of a scan), or None: reads the device."""
-        failed, value = jax.device_get((self.failed, self.value))
-        if k is not None:
-            failed, value = failed[k], value[k]
-        return None if int(failed) == 0 else self.messages[int(failed) - 1].format(float(value))
-
-
-def _checked(noted: list) -> Checked:
-    failed, value = jnp.int32(0), jnp.float32(0)
-    for j in reversed(range(len(noted))):  # the first failed check wins
-        ok, v, _ = noted[j]
-        failed = jnp.where(ok, failed, jnp.int32(j + 1))
-        value = jnp.where(ok, value, jnp.asarray(v).astype(jnp.float32))
-    return Checked(failed, value, tuple(message for _, _, message in noted))
-
-
 def _step(loss, model, opt, d, check, adtype: ADType | None = None) -> Any:
     """One eager step: differentiate, `check` the loss (it raises to reject the step), update.
     `model` is a model (with its state tree `opt`) or a `Params` (with its `ImplicitState`).
@@ -125,7 +98,7 @@ def _guarded_step(loss, model, opt, d, ok=True, checks: bool = True) -> tuple[An
     ok = jnp.logical_and(ok, jnp.isfinite(first_output(val)))
     checked = None
     if checks and len(region.checks) > n:
-        checked = _checked(region.checks[n:])
+        checked = checked_notes(region.checks[n:])
         del region.checks[n:]
         ok = jnp.logical_and(ok, checked.failed == 0)
     guard_writes(ok)

@@ -15,6 +15,7 @@ import numpy as np
 from jax._src.core import trace_state_clean  # no public API says whether a trace is under way
 
 from ..compiled.call import jit as _fluxjax_jit
+from ..compiled.call import last_set_reads
 from ..compiled.pure import TRACE_ERRORS, is_eager, tracing_eager_call
 from ..core.layer import LAYER_TYPES
 from ..core.region import current_region
@@ -124,8 +125,18 @@ def _run_compiled(name: str, eager: Callable, f: Callable, args: tuple) -> Any:
             _EAGER_ONLY[code] = True
         stats["fallbacks"] += 1
         return out
+    if last_set_reads():  # `f` advances what it reads (a counter): op by op from now on, run each time
+        run_op_by_op(f)
     stats["compiled"] += 1
     return out
+
+
+def run_op_by_op(f: Callable) -> None:
+    """Run the eager gradients of `f`'s code op by op from now on (its trace set a value it reads, a
+    counter it advances itself: compiled, the next call would need a new program each time)."""
+    code = _code(f)
+    if code is not None:
+        _EAGER_ONLY[code] = True
 
 
 _STEP_FUSION: list[Callable] = []  # fluxjax.optimise.eagerstep's hook, once it is imported

@@ -246,13 +246,34 @@ def _functional_of(m, f):
     return Flux.functional(Wrap(m))
 
 
-def test_dropout_under_vmap_inside_jit_still_advances_the_key():
-    """A write whose value was made outside the inner transformation (Dropout's next key, split from
-    the unbatched key) is no leak: it lands as before."""
-    d = Flux.trainmode_(Flux.Dropout(0.5))
-    f = Flux.jit(lambda m, xs: jax.vmap(m)(xs))
-    xs = jnp.ones((3, 8))
-    y1, y2 = f(d, xs), f(d, xs)
-    assert y1.shape == (3, 8)
-    assert not np.array_equal(np.asarray(y1), np.asarray(y2))  # fresh draws per call
-    _no_tracers(d)
+@pytest.mark.parametrize("layer", [lambda: Flux.Dropout(0.5), lambda: Flux.AlphaDropout(0.5)])
+@pytest.mark.parametrize("where", ["gradient", "jit", "jit of vmap", "trainmode", "vmap of grad"])
+def test_dropout_in_train_mode_under_vmap_raises_rather_than_share_one_mask(layer, where):
+    """The key is not mapped: every mapped sample got the same mask (all gradient columns equal),
+    where Flux's Dropout on the batch draws one per entry. Nothing is written, no tracer is left."""
+    xs = jnp.ones((8, 6))
+    m = Flux.Chain(Flux.Dense(jnp.eye(8)), layer())
+    per_sample = lambda mm, x: jnp.sum(jax.vmap(mm, in_axes=1, out_axes=1)(x))  # noqa: E731
+    run = {"gradient": lambda: Flux.gradient(lambda x: per_sample(m, x), xs),
+           "jit": lambda: Flux.jit(lambda mm, x: Flux.gradient(per_sample, mm, x))(m, xs),
+           "jit of vmap": lambda: Flux.jit(per_sample)(Flux.trainmode_(m), xs),
+           "trainmode": lambda: per_sample(Flux.trainmode_(m), xs),
+           "vmap of grad": lambda: jax.vmap(jax.grad(lambda x: jnp.sum(Flux.trainmode_(m)(x))), in_axes=1)(xs)}[where]
+    key = np.asarray(m.layers[1].rng)
+    with pytest.raises(ValueError, match=r"Dropout\(0.5.*in train mode under jax.vmap: its key is not mapped"):
+        run()
+    np.testing.assert_array_equal(m.layers[1].rng, key)
+    _no_tracers(m)
+
+
+def test_dropout_under_vmap_in_test_mode_or_with_mapped_keys_works():
+    xs = jnp.ones((8, 6))
+    m = Flux.testmode_(Flux.Chain(Flux.Dropout(0.5)))
+    np.testing.assert_array_equal(jax.vmap(m, in_axes=1, out_axes=1)(xs), xs)
+    keys = jax.random.split(jax.random.PRNGKey(0), 6)
+    out = jax.vmap(lambda k, x: Flux.nnlib.dropout(k, x, 0.5), in_axes=(0, 1), out_axes=1)(keys, xs)
+    assert len({tuple(np.asarray(out[:, j])) for j in range(6)}) > 1  # a mask per sample
+    for j in range(6):
+        np.testing.assert_array_equal(out[:, j], Flux.nnlib.dropout(keys[j], xs[:, j], 0.5))
+    with pytest.raises(ValueError, match=r"dropout\(x, p\) with the global key is in train mode under jax.vmap"):
+        jax.vmap(lambda x: Flux.nnlib.dropout(x, 0.5), in_axes=1)(xs)

@@ -130,3 +130,87 @@ def test_trainstep_raises_and_leaves_everything_as_it_was(jit, with_grad):
     _same((m, s), _eager(data[:1]))
     step(loss, m, data[2], s, jit=jit)  # the next good batch trains on
     _same((m, s), _eager([data[0], data[2]]))
+
+
+# ---- the same check in a step the user compiles with fluxjax.jit (README's first pattern) ----
+
+@Flux.jit
+def _jit_step(m, s, x, y, e):
+    val, g = Flux.withgradient(loss, m, x, y, e)
+    Flux.update_(s, m, g[0])
+    return val
+
+
+@Flux.jit
+def _jit_outer(m, s, x, y, e):  # the step reached through another compiled function
+    return _jit_step(m, s, x, y, e) * 1.0
+
+
+@Flux.jit
+def _jit_pure(m, s, x, y, e):  # the pure form, written back by the caller
+    g = Flux.gradient(loss, m, x, y, e)[0]
+    return Flux.update(s, m, g)
+
+
+@pytest.mark.parametrize("step", ["in place", "nested", "pure"])
+@pytest.mark.parametrize("bad", [0, 3])
+def test_a_fluxjax_jit_step_raises_where_clipnorm_refuses_and_applies_nothing(step, bad):
+    """Optimisers.jl throws DomainError; the step compiled with `fluxjax.jit` did not raise, and its
+    weights became NaN for good. Now it raises after the call, with every write of that call (the
+    model, BatchNorm's statistics, Adam's moments and step count) put back; steps before and after it
+    are the eager loop's (also through the plan a repeated call reuses)."""
+    data = _data(bad)
+    m, s = _fresh()
+    Flux.trainmode_(m)
+    for i, d in enumerate(data[:5]):
+        before = [np.asarray(a) for a in arrays((m, s))]
+        if i == bad:
+            with pytest.raises(Flux.NonFiniteNorm, match=r"^fluxjax.jit: ClipNorm: gradient has 2(\.0)?-norm inf, "
+                                                         r"for array float32\[3, 2\]; this call was not applied"):
+                if step == "pure":
+                    _jit_pure(m, s, *d)
+                else:
+                    (_jit_step if step == "in place" else _jit_outer)(m, s, *d)
+            _same((m, s), before)
+            continue
+        if step == "pure":
+            s, m = _jit_pure(m, s, *d)
+        else:
+            (_jit_step if step == "in place" else _jit_outer)(m, s, *d)
+    assert not np.isnan(np.asarray(m.layers[0].weight)).any()
+    _same((m, s), _eager([d for i, d in enumerate(data[:5]) if i != bad]))
+
+
+def test_a_fluxjax_jit_step_with_donated_arguments_keeps_a_usable_model():
+    step = Flux.jit(_jit_step.__wrapped__, donate_argnums=(0, 1))
+    data = _data(1)
+    m, s = _fresh()
+    Flux.trainmode_(m)
+    step(m, s, *data[0])
+    with pytest.raises(Flux.NonFiniteNorm):
+        step(m, s, *data[1])
+    _same((m, s), _eager(data[:1]))  # the donated inputs' values came back
+    step(m, s, *data[2])
+    _same((m, s), _eager([data[0], data[2]]))
+
+
+def test_clipnorm_without_throw_in_a_fluxjax_jit_step_keeps_optimisers_arithmetic():
+    data = _data(1)
+    m, s = _fresh(throw=False)
+    Flux.trainmode_(m)
+    for d in data[:3]:
+        _jit_step(m, s, *d)
+    ref = _eager(data[:3], throw=False)
+    for x, y in zip(arrays((m, s)), arrays(ref), strict=True):
+        np.testing.assert_allclose(x, y, rtol=2e-5, atol=1e-6, equal_nan=True)
+    assert np.isnan(np.asarray(m.layers[0].weight)).any()
+
+
+def test_under_a_plain_jax_jit_the_pure_update_cannot_raise():
+    """Documented: a plain `jax.jit` has no host step after the call, so ClipNorm gives the all-NaN step
+    (the finiteness of the result is the user's check there)."""
+    m, s = _fresh()
+    x, y, e = _data(0)[0]
+    g = Flux.gradient(loss, m, x, y, e)[0]
+    s2, m2 = jax.jit(Flux.update)(s, m, g)
+    assert np.isnan(np.asarray(m2.layers[0].weight)).all()

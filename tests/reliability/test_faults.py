@@ -293,13 +293,13 @@ def test_fault_in_train_leaves_the_state_after_the_last_good_step(jit, exc, wher
     data = _data(4, bad_size_at=2 if jit else None)
     m, twin = _model(), _model()
     opt, opt_twin = F.setup(F.Adam(0.01), m), F.setup(F.Adam(0.01), twin)
-    f = Faulty(exc, 0, where, armed=False)
-    F.train_(f, twin, data[:2], opt_twin, jit=jit)  # the twin: two good steps (and, under jit, the trace)
-    # Under jit the loss runs once per trace: arming it changes what the trace reads, so batch 1 is
-    # traced anew (call 1), batch 2 reuses that program, and batch 3's new size traces again (call 2).
-    f.on = 2 if jit else 3
+    # Armed, the loss counts its calls in a field it reads: under jit its first trace (batch 1) sets it,
+    # so train_ runs the later steps op by op, each a call, as without jit: batch 3 is call 3. The twin's
+    # loss counts too (and never raises), so that its two good steps run the same way, bit for bit.
+    F.train_(Faulty(exc, 99, where), twin, data[:2], opt_twin, jit=jit)
+    f = Faulty(exc, 3, where)
     with pytest.raises(exc, match="injected fault"):
-        F.train_(f.arm(), m, data, opt, jit=jit)
+        F.train_(f, m, data, opt, jit=jit)
     _assert_same([m, opt], _snap([twin, opt_twin]), f"train_(jit={jit}) after a {exc.__name__} {where}")
     _assert_clean(m, active=True)
     # training resumes where it stopped
