@@ -411,7 +411,6 @@ def _run_fused(name: str, f: Callable, model: Any, opt_state: Any, link: _Link) 
         link.dead = True
         return NOT_FUSED
     if last_set_reads():  # `f` advances what it reads: this call is right, the next ones go op by op
-        link.dead = True
         api.run_op_by_op(f)
     built = _built.get(name)
     if built is None or built[0] is not shape:

@@ -247,7 +247,6 @@ def _run_fused(loss, model, data, opt_state, shown) -> list:
                 except NotFusable as e:  # nothing was applied: these steps go one by one
                     state["fused"] = e.settles and state["settling"]  # a second try, once they have run
                     state["settling"] = False
-
             if losses is None:
                 losses, checked = [], []
                 for d in batches:
@@ -258,19 +257,16 @@ def _run_fused(loss, model, data, opt_state, shown) -> list:
                         raise hostrandom.HostRandomDraw("the loss")
         except hostrandom.HostRandomDraw:  # a trace drew from a host generator: from here on op by op
             held.close()
-            for piece in pieces[state["checked"]:]:  # the steps before are applied, and checked
-                check(piece)
-            state["checked"], state["eager"] = len(pieces), True
-            done = len(losses) if isinstance(losses, list) else 0  # (steps of this piece already run)
-            if done and shown is not None:
-                shown.update(done)
+            done = len(losses) if isinstance(losses, list) else 0  # steps of this piece that ran compiled
             if done:
                 pieces.append((start, losses, checked, ok))
-                check(pieces[-1])
-                state["checked"] = len(pieces)
+                if shown is not None:
+                    shown.update(done)
+            for piece in pieces[state["checked"]:]:  # every step so far is applied: check them now
+                check(piece)
             pieces.append((start + done, _eager_steps(loss, model, opt_state, batches[done:], start + done, None,
                                                       shown), [], True))
-            state["checked"] = len(pieces)
+            state["checked"], state["eager"] = len(pieces), True
             return
         pieces.append((start, losses, checked, ok))
         if shown is not None:
@@ -349,10 +345,6 @@ def _run(loss, model, data, opt_state, sources, adtype, jit, shown) -> list:
                 rest = (i, itertools.chain([d], items))
                 break
             window.append(lval)
-            if last_set_reads():  # the loss advances what it reads (a counter): the rest op by op
-                checked.append(c)
-                rest = (i + 1, items)
-                break
             checked.append(c)
             if shown is not None:
                 shown.update()
@@ -362,6 +354,9 @@ def _run(loss, model, data, opt_state, sources, adtype, jit, shown) -> list:
                     shown.set_loss(float(window[-1]))
                 held += window
                 window, checked, start = [], [], i + 1
+            if last_set_reads():  # the loss advances what it reads (a counter): the rest op by op
+                rest = (i + 1, items)
+                break
     _check_window(window, start, ok, checked)
     if rest is not None:
         return held + window + _eager_steps(loss, model, opt_state, rest[1], rest[0], adtype, shown)

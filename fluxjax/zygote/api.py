@@ -120,9 +120,7 @@ def _run_compiled(name: str, eager: Callable, f: Callable, args: tuple) -> Any:
         if not isinstance(e, TRACE_ERRORS) and "not a valid JAX type" not in str(e):
             raise
         out = eager(f, *args)
-        code = _code(f)
-        if code is not None:
-            _EAGER_ONLY[code] = True
+        run_op_by_op(f)
         stats["fallbacks"] += 1
         return out
     if last_set_reads():  # `f` advances what it reads (a counter): op by op from now on, run each time
@@ -132,8 +130,8 @@ def _run_compiled(name: str, eager: Callable, f: Callable, args: tuple) -> Any:
 
 
 def run_op_by_op(f: Callable) -> None:
-    """Run the eager gradients of `f`'s code op by op from now on (its trace set a value it reads, a
-    counter it advances itself: compiled, the next call would need a new program each time)."""
+    """Run the eager gradients of `f`'s code op by op from now on: its tracing failed, or it set a value
+    it reads (a counter it advances itself: compiled, the next call would need a new program each time)."""
     code = _code(f)
     if code is not None:
         _EAGER_ONLY[code] = True
