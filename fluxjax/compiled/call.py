@@ -27,6 +27,7 @@ from jax.sharding import SingleDeviceSharding
 from ..core.keys import static_key
 from ..core.layer import structure_version
 from ..core.region import TRACER_ERROR, checked_notes, commit, current_region, guard_writes, mode_context, run_in_region
+from ..core.undo import Contents
 from ..core.walk import Slot, Walk, set_many, walk
 from ..random import default_key, default_rng
 from . import hostrandom
@@ -419,8 +420,14 @@ class Jitted:
             containers = Containers(w.containers)
             kept = [(c, c.copy()) for c in w.containers]
             rngs = hostrandom.Snapshot(w.host_rngs)
-            _, (changed, extra, (out_leaves, tree), checked) = run_in_region(run, zip(w.slots, xs), collect,
-                                                                             fields_set=entry.wrote_fields.extend)
+            contents = Contents([*w.containers, *(o for o, _ in w.watch)])
+            try:
+                _, (changed, extra, (out_leaves, tree), checked) = run_in_region(
+                    run, zip(w.slots, xs), collect, fields_set=entry.wrote_fields.extend)
+            except BaseException:  # a caller may run the code again (op by op): its side effects are undone
+                rngs.restore()
+                contents.restore()
+                raise
             if rngs.changed():
                 hostrandom.drew(box[n_args + 1], tracing(), rngs)
             if not containers.holds():

@@ -83,7 +83,7 @@ _SCALARS = (bool, int, float, complex, str, bytes, type(None), np.bool_, np.numb
 IMMUTABLE_TYPES = (type, types.ModuleType, types.BuiltinFunctionType, types.BuiltinMethodType, types.CodeType, np.dtype,
               range, slice, type(Ellipsis), type(NotImplemented))
 HOST_RNG_TYPES = (np.random.Generator, np.random.RandomState, random.Random)  # see compiled/hostrandom.py
-_MAX_DEPTH = 12  # nesting keyed; a value nested deeper gets a key equal to nothing (see `_unkeyable`)
+MAX_DEPTH = 12  # nesting keyed; a value nested deeper gets a key equal to nothing (see `_unkeyable`)
 _MAX_ITEMS = 4096  # the elements of a NumPy array keyed as they are (more: by a digest)
 _SEQUENCES = (collections.abc.MutableSequence, collections.abc.MutableSet, collections.abc.MutableMapping)
 
@@ -131,8 +131,8 @@ def _static_key(v, k, depth):
         return (t, v.shape, v.dtype.str, _contents(v), fields)
     if id(v) in k.on_path:  # a cycle: keyed where it started
         return ("cycle", Same(v))
-    if depth > _MAX_DEPTH:
-        return _unkeyable(v, f"it is nested more than {_MAX_DEPTH} levels deep")
+    if depth > MAX_DEPTH:
+        return _unkeyable(v, f"it is nested more than {MAX_DEPTH} levels deep")
     own = getattr(t, "__fluxjax_key__", None)
     if own is not None:  # a class that says what of it a trace depends on (and keeps alive what it names)
         key = own(v)
@@ -171,7 +171,7 @@ def _static_key(v, k, depth):
         by_value = t.__hash__ is not object.__hash__
     except TypeError:
         by_value = False
-    if by_value and (is_library(t) or not (hasattr(v, "__dict__") or _slot_names(t))):
+    if by_value and (is_library(t) or not (hasattr(v, "__dict__") or slot_names(t))):
         return v  # enums, shardings, a library's frozen dataclasses, ...: their own equality
     # the user's object: by what its fields (and items) hold now; by identity too, unless it says it is
     # a value (defines `__hash__`: `dataclass(unsafe_hash=True)`, `frozen=True`), so that equal ones
@@ -201,7 +201,7 @@ def _fields(v, k, depth) -> tuple:
     `EasyDict`), its items."""
     d = getattr(v, "__dict__", None)
     fields = None if d is None else tuple((n, _static_key(e, k, depth + 1)) for n, e in d.items())
-    slots = _slot_names(type(v))
+    slots = slot_names(type(v))
     if slots:
         fields = (fields, tuple((n, _static_key(getattr(v, n, EMPTY), k, depth + 1)) for n in slots))
     if isinstance(v, _SEQUENCES):
@@ -232,7 +232,7 @@ def _unkeyable(v: Any, why: str) -> Same:
 
 
 @functools.lru_cache(maxsize=1024)
-def _slot_names(t: type) -> tuple[str, ...]:
+def slot_names(t: type) -> tuple[str, ...]:
     """The `__slots__` fields of instances of `t` (its own and its bases')."""
     names: list[str] = []
     for c in t.__mro__:
@@ -329,8 +329,8 @@ def _closed_over(v, k, depth):
     if t in _SCALARS or isinstance(v, _SCALARS) or t in (types.FunctionType, types.MethodType, functools.partial):
         return _static_key(v, k, depth)
     if isinstance(v, (tuple, list)):
-        if depth > _MAX_DEPTH:
-            return _unkeyable(v, f"it is nested more than {_MAX_DEPTH} levels deep")
+        if depth > MAX_DEPTH:
+            return _unkeyable(v, f"it is nested more than {MAX_DEPTH} levels deep")
         return (t, tuple(_closed_over(e, k, depth + 1) for e in v))
     if callable(v) and not is_library(t):
         return _static_key(v, k, depth)

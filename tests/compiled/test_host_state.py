@@ -294,3 +294,113 @@ def _by_global_x(mm, x):
     global STEP
     STEP += 1
     return jnp.sum(mm(x) ** 2) * STEP
+
+
+class _Slotted:
+    __slots__ = ("n",)
+
+    def __init__(self):
+        self.n = 0
+
+
+def _side_effects():
+    """name -> (a loss `(m, x)` that changes Python state it reads and scales by it, reset(), read())."""
+    ns = types.SimpleNamespace(n=0, seen=[])
+    box = {"d": 0}
+    slotted = _Slotted()
+    tags: set = set()
+
+    def attribute(mm, x):
+        ns.n += 1
+        return jnp.sum(mm(x) ** 2) * ns.n
+
+    def item(mm, x):
+        box["d"] += 1
+        return jnp.sum(mm(x) ** 2) * box["d"]
+
+    def nested_list(mm, x):
+        ns.seen.append(len(ns.seen))
+        return jnp.sum(mm(x) ** 2) * len(ns.seen)
+
+    def slot(mm, x):
+        slotted.n += 2
+        return jnp.sum(mm(x) ** 2) * slotted.n
+
+    def set_add(mm, x):
+        tags.add(len(tags))
+        return jnp.sum(mm(x) ** 2) * len(tags)
+
+    def reset():
+        ns.n, ns.seen[:], box["d"], slotted.n = 0, [], 0, 0
+        tags.clear()
+
+    def read():
+        return ns.n, len(ns.seen), box["d"], slotted.n, len(tags)
+
+    return {f.__name__: f for f in (attribute, item, nested_list, slot, set_add)}, reset, read
+
+
+@pytest.mark.parametrize("kind", ["attribute", "item", "nested_list", "slot", "set_add"])
+def test_train_with_a_loss_that_changes_an_object_it_reads(kind):
+    """`cfg.n += 1`, `counts["k"] += 1`, `hist.append(...)` in the loss: a fused chunk's trace fails (the
+    loss changes what the step's walk read) and the steps go one by one. The failed trace's change
+    stayed: every later step saw the count one ahead of `jit=False` (losses 2, 3, 4 where they are 1, 2,
+    3). Now what a failed trace changed in the objects the code reads is put back."""
+    losses, reset, read = _side_effects()
+    xs = [jnp.asarray(BATCHES[k % 5]) for k in range(40)]  # a fused chunk's worth and more
+
+    def run(jit):
+        reset()
+        m = _model()
+        s = Flux.setup(Flux.Descent(0.001), m)
+        h = Flux.train_(losses[kind], m, xs, s, jit=jit)
+        return h.losses, np.asarray(m.weight), read()
+
+    want = run(False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = run(True)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5)
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-5)
+    assert got[2] == want[2]
+    assert max(want[2]) == 40 * (2 if kind == "slot" else 1)
+
+
+X_DATA = jnp.asarray(BATCHES[2])
+
+
+@pytest.mark.parametrize("kind", ["attribute", "item", "nested_list", "slot", "set_add", "np.random", "random"])
+def test_a_gradient_whose_trace_fails_has_its_side_effects_once(kind):
+    """The eager gradient compiles the loss; a loss that reads an array's value (`float(x.sum())` on
+    data) cannot be traced and runs op by op. The failed trace's side effects stayed, so the first call
+    counted twice and drew twice from NumPy's generator: its loss and gradient were not Zygote's. Now
+    they are put back before the call runs op by op."""
+    import random
+
+    losses, reset, read = _side_effects()
+    draws = {"np.random": lambda: float(np.random.randn()), "random": lambda: random.gauss(0.0, 1.0)}
+
+    def loss(mm):
+        if kind in draws:
+            scale = 2.0 + draws[kind]()
+            base = jnp.sum(mm(X_DATA) ** 2) * scale
+        else:
+            base = losses[kind](mm, X_DATA)
+        return base if float(X_DATA.sum()) > 0 else -base  # the value of data: op by op only
+
+    def run(eager):
+        reset()
+        np.random.seed(3)
+        random.seed(3)
+        m = _model()
+        with Flux.eager() if eager else warnings.catch_warnings():
+            got = [Flux.withgradient(loss, m) for _ in range(3)]
+        return [float(v) for v, _ in got], [np.asarray(g[0].weight) for _, g in got], read(), np.random.randn(), random.random()
+
+    want = run(True)
+    got = run(False)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-6)
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-6)
+    assert got[2:] == want[2:]
+    if kind not in draws:
+        assert max(want[2]) == 3 * (2 if kind == "slot" else 1)
