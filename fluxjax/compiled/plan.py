@@ -367,6 +367,8 @@ class Plan:
                 conds.append(_is_kind(src, e, None))  # an input of the program: read afresh by `load`
             else:
                 conds.append(f"{e} is {src.name(v)}")
+        conds += [f"{src.name(f)}.__code__ is {src.name(code)}" for f, code in self.walk.codes]
+        conds += [f"{name!r} not in {src.name(g)}" for g, name in self.walk.absent]  # a builtin not shadowed
         if self.walk.watch:  # objects keyed by their contents
             src.env["_static_key"] = static_key
             for o, k in self.walk.watch:

@@ -11,6 +11,7 @@ walk's leaves replaced, visiting exactly what the walk visits: the one rebuild.
 
 from __future__ import annotations
 
+import builtins
 import functools
 import types
 from collections.abc import Callable, Iterator, Sequence
@@ -39,6 +40,7 @@ from .plain import _holds_layer, _plain_holding_layer, plain_with_parameters
 NUMBER_TYPES = (int, float, complex, np.number, np.bool_)  # Python and NumPy numbers: leaves where numbers are walked
 OPAQUE_TYPES = (types.FunctionType, types.BuiltinFunctionType, str, type, functools.partial)
 _ARRAY = (jax.Array, np.ndarray)
+_BUILTIN_NAMES = frozenset(vars(builtins))
 ARRAY_TYPES = _ARRAY
 
 # Pytree node types (besides layers, lists, tuples and dicts) whose structure changes only through
@@ -195,7 +197,7 @@ class Walk:
     """Result of `walk`: `leaves`, their `slots`, `roles` (PARAM/STATE/OTHER) and `signature`."""
 
     __slots__ = ("leaves", "slots", "roles", "signature", "layers", "layer_list", "paths", "containers", "reusable", "starts",
-                 "watched", "watch", "plain", "read_arrays", "host_rngs")
+                 "watched", "watch", "codes", "absent", "plain", "read_arrays", "host_rngs")
 
     def __init__(self, paths):
         self.leaves: list[Any] = []
@@ -212,6 +214,11 @@ class Walk:
         # the mutable objects keyed by their contents (`(object, key)`: `static_key` must give it again).
         self.watched: list[tuple[Slot, Any]] = []
         self.watch: list[tuple[Any, Any]] = []
+        # ... the user's functions walked, with their code (`f.__code__ = ...`, as IPython's autoreload
+        # does, must be seen), and the builtins they name that their module does not define (a global
+        # `abs` defined later shadows the builtin): `(globals, name)`
+        self.codes: list[tuple[types.FunctionType, types.CodeType]] = []
+        self.absent: list[tuple[dict, str]] = []
         # plain objects (no @layer) holding float arrays or layers that the walk kept static: `gradient`
         # and `params` refuse them rather than leave their arrays silently without a gradient
         self.plain: list[Any] = []
@@ -339,6 +346,7 @@ def walk(root: list, paths: bool = False, functions: bool = False, read_arrays: 
             return
         fns[fid] = len(fns)
         code = f.__code__
+        w.codes.append((f, code))
         sig.append((code, static_key(f.__defaults__, w.watch), static_key(f.__kwdefaults__, w.watch)))
         if f.__dict__:  # its attributes (`loss.k`)
             sig.append(("attributes", static_key(Attributes(f), w.watch, w.host_rngs)))
@@ -358,6 +366,8 @@ def walk(root: list, paths: bool = False, functions: bool = False, read_arrays: 
             if name in g:
                 sig.append(name)
                 visit_read(Slot(g, name, False), g[name])
+            elif name in _BUILTIN_NAMES:
+                w.absent.append((g, name))
         reading.pop()
 
     def visit_module(mod, names):
@@ -365,6 +375,8 @@ def walk(root: list, paths: bool = False, functions: bool = False, read_arrays: 
         names the code uses are read as globals are (a slot each, watched)."""
         d = mod.__dict__
         for name in names:
+            if name not in d and "__getattr__" in d:  # what the module's `__getattr__` (PEP 562) reads
+                name = "__getattr__"
             if name in d and (id(mod), name) not in attributes:
                 attributes.add((id(mod), name))
                 sig.append(name)
@@ -381,7 +393,8 @@ def walk(root: list, paths: bool = False, functions: bool = False, read_arrays: 
                 continue
             attributes.add((id(cls), name))
             a = class_attribute(cls, name)
-            if a is MISSING:
+            if a is MISSING:  # an instance's field, or what the class's `__getattr__` makes: walk that too
+                todo.append("__getattr__")
                 continue
             found.append(name)
             f = a.fget if isinstance(a, property) else a.__func__ if isinstance(a, (staticmethod, classmethod)) else a

@@ -296,6 +296,17 @@ class _ClassCfg:
 
 
 SCALE_G = 1.0  # a global read by methods reached through attributes
+_SETTINGS = {"scale": 1.0}
+
+
+class _GetattrCfg:  # attributes made by `__getattr__` from a global dict
+    def __getattr__(self, name):
+        return _SETTINGS[name]
+
+
+_GETATTR_CFG = _GetattrCfg()
+_LAZY = types.ModuleType("user_lazy")  # a module whose attributes come from its `__getattr__` (PEP 562)
+exec("D = {'scale': 1.0}\ndef __getattr__(name):\n    return D[name]\n", _LAZY.__dict__)
 
 
 class _Helper:
@@ -431,6 +442,9 @@ READS = {
     "masked array": (lambda m: float(_MASKED[0]) * jnp.sum(m(X)), lambda s: _MASKED.__setitem__(0, s)),
     "object in a frozen dataclass": (lambda m: _FROZEN.inner.scale * jnp.sum(m(X)),
                                      lambda s: setattr(_FROZEN.inner, "scale", s)),
+    "object's __getattr__ reading a global": (lambda m: _GETATTR_CFG.scale * jnp.sum(m(X)),
+                                              lambda s: _SETTINGS.__setitem__("scale", s)),
+    "module's __getattr__": (lambda m: _LAZY.scale * jnp.sum(m(X)), lambda s: _LAZY.D.__setitem__("scale", s)),
     "ten objects deep": (lambda m: _DEEP.n.n.n.n.n.n.n.n.n.n.scale * jnp.sum(m(X)),
                          lambda s: setattr(_DEEP_END, "scale", s)),
 }
@@ -558,3 +572,77 @@ def test_a_value_nested_too_deep_to_key_is_compiled_again_with_a_warning():
         for s in (1.0, 2.0, -1.0):
             end.scale = s
             np.testing.assert_allclose(Flux.gradient(loss, m)[0].bias, 2 * s, rtol=1e-6)
+
+
+def _loss_naming_abs(m):
+    return abs(jnp.sum(m(X)))  # the builtin, until the module defines `abs`
+
+
+def test_a_builtin_shadowed_later_by_a_global_is_seen():
+    """The loss names `abs`, the builtin at the first calls; a global `abs` defined later (a notebook
+    cell, `from numpy import *`) is what the eager call runs from then on. The reuse check looked only
+    at globals the module had, so the compiled calls kept the builtin (21 where the eager call gives
+    -210)."""
+    m, stepped = Flux.Dense(jnp.full((1, 3), -1.0), False), Flux.Dense(jnp.full((1, 3), -1.0), False)
+    f = Flux.jit(_loss_naming_abs)
+    s = Flux.setup(Flux.Descent(0.01), stepped)
+
+    def calls():
+        with Flux.eager():
+            want = Flux.withgradient(_loss_naming_abs, m)
+            want_step = Flux.withgradient(_loss_naming_abs, stepped)
+        np.testing.assert_allclose(f(m), want[0], rtol=1e-6)
+        got = Flux.withgradient(_loss_naming_abs, m)
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-6)
+        np.testing.assert_allclose(got[1][0].weight, want[1][0].weight, rtol=1e-6)
+        value, g = Flux.withgradient(_loss_naming_abs, stepped)  # the fused eager loop
+        np.testing.assert_allclose(value, want_step[0], rtol=1e-6)
+        Flux.update_(s, stepped, g[0])
+        return float(want[0])
+
+    assert [calls() for _ in range(3)] == [21.0] * 3
+    try:
+        globals()["abs"] = lambda v: 10.0 * v
+        assert [calls() for _ in range(3)] == [-210.0] * 3
+    finally:
+        del globals()["abs"]
+    assert calls() == 21.0  # the builtin again
+
+
+@Flux.layer
+class _Scaled:
+    def __init__(self):
+        self.w = jnp.ones((3,))
+
+    def __call__(self, x):
+        return self.w @ x
+
+
+def _edited_call(self, x):
+    return 7.0 * (self.w @ x)
+
+
+def test_code_replaced_in_place_is_seen():
+    """IPython's `%autoreload` updates an edited function by setting `f.__code__` on the very object:
+    a layer's method, the loss itself, or a function the loss calls. The reuse check held functions by
+    identity, so the compiled calls ran the old code."""
+    m = _Scaled()
+    loss = lambda mm: jnp.sum(mm(X))  # noqa: E731
+    f = Flux.jit(loss)
+    plain = _Scaled.__call__.__code__
+    try:
+        for code, k in ((plain, 1.0), (_edited_call.__code__, 7.0), (plain, 1.0)):
+            _Scaled.__call__.__code__ = code
+            f(m)
+            np.testing.assert_allclose(f(m), k * jnp.sum(X), rtol=1e-6)
+            np.testing.assert_allclose(Flux.gradient(loss, m)[0].w, k * jnp.sum(X, axis=1), rtol=1e-6)
+    finally:
+        _Scaled.__call__.__code__ = plain
+
+    def g(mm):
+        return jnp.sum(mm(X))
+    fg = Flux.jit(g)
+    np.testing.assert_allclose(fg(m), jnp.sum(X), rtol=1e-6)
+    g.__code__ = (lambda mm: -jnp.sum(mm(X))).__code__
+    np.testing.assert_allclose(fg(m), -jnp.sum(X), rtol=1e-6)
+    np.testing.assert_allclose(Flux.gradient(g, m)[0].w, -jnp.sum(X, axis=1), rtol=1e-6)
