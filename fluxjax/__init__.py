@@ -1,10 +1,13 @@
 """fluxjax: the Flux.jl / Zygote.jl programming model on JAX.
 
 `import fluxjax as Flux` makes a ported Flux script read naturally; `fluxjax.zygote` serves as Zygote,
-`fluxjax.optimise` as Optimisers, `fluxjax.nnlib` as NNlib, `fluxjax.losses` as Flux.Losses.
+`fluxjax.optimise` as Optimisers, `fluxjax.nnlib` as NNlib, `fluxjax.losses` as Flux.Losses, each also
+under Flux's spelling (`Flux.Losses.mse`, `Flux.Zygote.ignore`, `Flux.Optimisers.Adam`, `Flux.NNlib.softmax`).
 """
 
+from . import functors as functors
 from . import losses as losses
+from . import mlutils as mlutils
 from . import nnlib as nnlib
 from . import optimise as optimise
 from . import parallel as parallel
@@ -49,6 +52,7 @@ from .devices import rng_from_array as rng_from_array
 from .errors import DimensionMismatch as DimensionMismatch
 from .functional import functional as functional
 from .functors import fmap as fmap
+from .functors import fmapstructure as fmapstructure
 from .functors import functor as functor
 from .functors import modules as modules
 from .init import create_bias as create_bias
@@ -338,3 +342,10 @@ from .zygote import pushforward as pushforward
 from .zygote import withgradient as withgradient
 from .zygote import withjacobian as withjacobian
 
+# the modules under the names a Flux script uses for them (`Flux.Losses.mse`, `Flux.Zygote.ignore`)
+Losses = losses
+Zygote = zygote
+Optimisers = Optimise = optimise
+NNlib = nnlib
+Functors = functors
+MLUtils = mlutils

@@ -360,7 +360,7 @@ def _read(path: str, step: int | None, targets: tuple) -> tuple[dict, dict, int,
         step = steps[-1]
     elif step not in steps:
         raise CheckpointError(f"load: {path!r} has no step {step}; it has steps {steps}")
-    where = os.path.join(path, str(step))
+    where = os.path.join(os.path.abspath(path), str(step))  # (orbax reads absolute paths only)
     if not os.path.isdir(os.path.join(where, "meta")):
         raise CheckpointError(f"load: {where!r} is not a fluxjax checkpoint (no meta item)")
     meta_file = os.path.join(where, "meta", "metadata")

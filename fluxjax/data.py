@@ -319,12 +319,23 @@ def batch(xs: Any) -> Any:
     if not xs:
         raise ValueError("batch needs at least one observation")
     x0 = xs[0]
+    if isinstance(x0, (dict, tuple)):  # MLUtils asserts that all have x0's keys / length
+        for i, x in enumerate(xs):
+            if _layout(x) != _layout(x0):
+                raise ValueError(f"batch: observation {i} is {_layout(x)}, observation 0 {_layout(x0)}: every "
+                                 "observation needs the same keys or length")
     if isinstance(x0, dict):
         return type(x0)((k, batch([x[k] for x in xs])) for k in x0)
     if isinstance(x0, tuple):
         parts = [batch([x[i] for x in xs]) for i in range(len(x0))]
         return type(x0)(*parts) if hasattr(x0, "_fields") else tuple(parts)
     return jnp.stack([jnp.asarray(x) for x in xs], axis=-1)
+
+
+def _layout(x: Any) -> str:
+    if isinstance(x, dict):
+        return f"a {type(x).__name__} with keys {sorted(map(str, x))}"
+    return f"a {type(x).__name__} of length {len(x)}" if isinstance(x, (tuple, list)) else f"a {type(x).__name__}"
 
 
 def unbatch(x: Any) -> list:
@@ -357,15 +368,9 @@ def _leaf(x: Any, path: str) -> Any:
             f"DataLoader: data{path} is a {type(x).__name__}; expected an array, "
             "or a tuple / dict of arrays with observations along the last axis"
         )
+    elif isinstance(x, list) and any(isinstance(v, (list, tuple, dict, str, bytes)) or np.ndim(v) > 0 for v in x):
+        return _Items(x)  # MLUtils: a Vector's items are its observations (np.asarray would stack them first)
     elif isinstance(x, (list, range)) or np.isscalar(x):
-        if isinstance(x, list) and any(isinstance(v, (list, tuple, dict)) or np.ndim(v) > 0 for v in x):
-            # MLUtils takes a Vector's items as its observations, where np.asarray would put the items'
-            # own elements along the last axis: say so rather than batch the wrong axis
-            raise TypeError(
-                f"DataLoader: data{path} is a list of {len(x)} sequences or arrays, not of numbers; it does not "
-                "convert to one numeric array with the observations along its last axis. Stack the "
-                "observations with batch(items) (a new last axis), or pass a tuple of arrays for (x, y) pairs."
-            )
         try:
             arr = np.asarray(x)
         except ValueError as e:  # a ragged list
@@ -394,6 +399,21 @@ def _leaf(x: Any, path: str) -> Any:
             f"{cd.name} (e.g. remap ids to 0:n-1)"
         )
     return arr
+
+
+class _Items:
+    """A list whose items are the observations (MLUtils: a `Vector` is a container of its elements): a
+    batch is the list of its items (`collate=True` stacks them with `batch`)."""
+
+    def __init__(self, items: list):
+        self.items = items
+        self.shape = (len(items),)
+
+    def __getitem__(self, index: tuple) -> Any:  # `x[..., i]` (one item) or `x[..., idx]` (a list of them)
+        i = index[-1]
+        if isinstance(i, slice):
+            return self.items[i]
+        return self.items[i] if isinstance(i, (int, np.integer)) else [self.items[int(k)] for k in i]
 
 
 def _tree(data: Any, path: str = "") -> Any:
@@ -426,7 +446,9 @@ class DataLoader:
     """Iterate over mini-batches of `data`, as Flux's (MLUtils') `DataLoader`.
 
     `data` is an array, or a tuple, named tuple or dict of arrays (nesting allowed); the LAST axis
-    of every array is the observation axis, and all must hold the same number of observations.
+    of every array is the observation axis, and all must hold the same number of observations. A
+    list of arrays, tuples or strings is a list of observations (MLUtils' `Vector` container): its
+    batches are lists of its items, which `collate=True` stacks.
     Each batch has the container type of `data` and holds `jax.Array` slices of the last axis.
     NumPy data stays on the host and only each batch is transferred.
 
@@ -513,7 +535,9 @@ class DataLoader:
             return np.asarray(jax.random.permutation(sub, self.nobs))
 
     @staticmethod
-    def _take(x: Any, idx: Any) -> jax.Array:
+    def _take(x: Any, idx: Any) -> jax.Array | list:
+        if isinstance(x, _Items):
+            return x[..., idx]
         if isinstance(idx, slice):
             return jnp.asarray(x[..., idx])
         if isinstance(x, np.ndarray):
@@ -523,7 +547,7 @@ class DataLoader:
         return jnp.take(x, jnp.asarray(idx), axis=-1)
 
     def _obs(self, i: int) -> Any:
-        return _map(self._tree, lambda x: jnp.asarray(x[..., i]))
+        return _map(self._tree, lambda x: x[..., i] if isinstance(x, _Items) else jnp.asarray(x[..., i]))
 
     def __iter__(self) -> Iterator[Any]:
         order = self._order()
@@ -553,7 +577,7 @@ class DataLoader:
                 return str(self)
 
         def desc(x: Any) -> str:
-            return _Desc(f"{type(x).__name__}{tuple(x.shape)}")
+            return _Desc(f"{'list' if isinstance(x, _Items) else type(x).__name__}{tuple(x.shape)}")
 
         inner = _map(self._tree, desc)
         extra = f", batchsize={self.batchsize}"

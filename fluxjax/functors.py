@@ -48,63 +48,124 @@ def functor(x: Any) -> Any:
     return (), lambda _: x
 
 
-def fmap(f: Callable[[Any], Any], x: Any, *, exclude: Callable[[Any], bool] | None = None) -> Any:
-    """Structure-preserving map over the arrays of `x` (Functors' `fmap`); returns new layers.
+def fmap(f: Callable[..., Any], x: Any, *ys: Any, exclude: Callable[[Any], bool] | None = None) -> Any:
+    """Structure-preserving map over the leaves of `x` (Functors' `fmap`); returns new layers.
 
-    Shared (tied) arrays and layers are mapped once, so ties survive: `fmap(f32, m)`.
-    `exclude(node)` marks extra leaves to hand to `f` (default: arrays).
+    The leaves are what `jax.tree_util.tree_map` hands a function: the arrays, and the numbers in
+    lists, tuples and dicts. A layer's fields that are not arrays or layers (an activation function,
+    `eps`, `stride`) are its configuration and stay as they are (Functors hands them to `f` too,
+    which is why Flux code guards with `x isa AbstractArray`). Shared (tied) arrays and layers are
+    mapped once, so ties survive: `fmap(f32, m)`. `exclude(node)` says which nodes are the leaves
+    handed to `f` instead (a whole layer, say).
 
-    Without `exclude` this is the walk's `rebuild` (`fluxjax.core.walk`): what `fluxjax.jit` and `gradient`
-    see of `x` is what is mapped, also arrays inside other pytrees (a structural gradient, an optax state).
-    With `exclude`, a leaf may be any node (a layer, a tuple), which the walk, whose leaves are arrays,
-    does not express: `fmap` then goes through layers, lists, tuples and dicts itself, by the walk's rules
-    for ties (a layer or leaf reached twice is mapped once), dicts (insertion order kept) and namedtuples.
+    With more trees, `f` takes the matching leaf of each: `fmap(lambda x, dx: x - 0.1 * dx, m, grad)`
+    (a structural gradient; where it has `None`, `f` gets `None`). They must have `x`'s structure.
+
+    Without `exclude` and other trees this is the walk's `rebuild` (`fluxjax.core.walk`): what
+    `fluxjax.jit` and `gradient` see of `x` is what is mapped, also arrays inside other pytrees (a
+    structural gradient, an optax state). Otherwise `fmap` goes through layers, lists, tuples and dicts
+    itself, by the walk's rules for ties, dicts (insertion order kept) and namedtuples.
 
     ```python
     >>> m = Chain(Dense(2, 3), Dense(3, 1))
     >>> m2 = fmap(lambda x: x.astype(jnp.float16), m)   # what f16(m) does
     >>> m2[0].weight.dtype, m[0].weight.dtype
     (dtype('float16'), dtype('float32'))
-    >>> fmap(jnp.sum, {'a': jnp.ones(3), 'b': (jnp.ones(2), 1)})
-    {'a': Array(3., dtype=float32), 'b': (Array(2., dtype=float32), 1)}
+    >>> fmap(lambda x: x + 1, {'a': 1, 'b': (2.0, jnp.ones(2))})
+    {'a': 2, 'b': (3.0, Array([2., 2.], dtype=float32))}
+    >>> g = gradient(lambda m: jnp.sum(m(jnp.ones((2, 1)))), m)[0]
+    >>> stepped = fmap(lambda x, dx: x if dx is None else x - 0.1 * dx, m, g)
+    >>> bool(jnp.allclose(stepped[1].bias, m[1].bias - 0.1))
+    True
 
     ```
     """
+    if ys:
+        return _fmap_trees(f, x, ys, exclude or _is_leaf)
     if exclude is None:
         done: dict[int, Any] = {}  # a tied array is mapped once
 
         def mapped(a):
             if not is_array(a):
-                return a  # a number the walk reads at the top
+                return f(a)  # a number in a container
             if id(a) not in done:
                 done[id(a)] = f(a)
             return done[id(a)]
 
         return rebuild([x], [mapped(a) for a in walk([x]).leaves])[0]
-    cache: dict[int, Any] = {}
+    return _fmap_trees(f, x, (), exclude)
 
-    def go(v):
-        if exclude(v):
+
+def _is_leaf(v: Any) -> bool:
+    return is_array(v) or isinstance(v, _NUMBERS)
+
+
+_NUMBERS = (bool, int, float, complex, np.number, np.bool_)
+
+
+def _part(tree: Any, key: Any, where: str) -> Any:
+    """The child `key` of another tree of `fmap` (a structural gradient, a state): None where it has None."""
+    if tree is None:
+        return None
+    try:
+        if isinstance(tree, dict) or isinstance(key, int):
+            return tree[key]
+        return getattr(tree, key)
+    except (KeyError, IndexError, AttributeError, TypeError):
+        raise ValueError(f"fmap: the trees differ at {where or 'the top'}: the first has {key!r} there, another "
+                         f"a {type(tree).__name__} without it; they must have the first one's structure") from None
+
+
+def _fmap_trees(f: Callable[..., Any], x: Any, ys: tuple, leaf: Callable[[Any], bool], layers: bool = True) -> Any:
+    """`fmap` by going through layers (their child fields), lists, tuples and dicts, with the trees `ys`
+    alongside; `layers=False`: each layer becomes a dict of its child fields (`fmapstructure`)."""
+    cache: dict[int, Any] = {}  # a tied array or layer is mapped once (Functors: keyed by the first tree)
+
+    def go(v, ws, path):
+        def sub(e, k, at):
+            return go(e, [_part(w, k, path) for w in ws], path + at)
+
+        if leaf(v):
+            if isinstance(v, _NUMBERS):
+                return f(v, *ws)
             if id(v) not in cache:
-                cache[id(v)] = (v, f(v))
+                cache[id(v)] = (v, f(v, *ws))
             return cache[id(v)][1]
         if is_layer(v):
             if id(v) in cache:
                 return cache[id(v)][1]
+            kids = children(v)
+            if not layers:
+                cache[id(v)] = (v, {k: sub(e, k, f".{k}") for k, e in kids.items()})
+                return cache[id(v)][1]
             new, fields = copy_layer(v)
             cache[id(v)] = (v, new)
             for k, e in v.__dict__.items():
-                fields[k] = go(e)
+                fields[k] = sub(e, k, f".{k}") if k in kids else e
             return new
         if isinstance(v, tuple) and hasattr(v, "_fields"):
-            return type(v)(*(go(e) for e in v))
+            return type(v)(*(sub(e, k, f".{k}") for k, e in zip(v._fields, v)))
         if isinstance(v, (list, tuple)):
-            return type(v)(go(e) for e in v)
+            return type(v)(sub(e, i, f"[{i}]") for i, e in enumerate(v))
         if isinstance(v, dict):
-            return {k: go(e) for k, e in v.items()}
+            return {k: sub(e, k, f"[{k!r}]") for k, e in v.items()}
         return v
 
-    return go(x)
+    return go(x, list(ys), "")
+
+
+def fmapstructure(f: Callable[..., Any], x: Any, *ys: Any, exclude: Callable[[Any], bool] | None = None) -> Any:
+    """`f` over the leaves of `x` (and of `ys`, as `fmap`), without rebuilding layers (Functors'
+    `fmapstructure`): each layer becomes a dict of its child fields (arrays and layers); lists, tuples
+    and dicts stay as they are. `fmapstructure(jnp.shape, m)` gives the shapes of a model's arrays.
+
+    ```python
+    >>> fmapstructure(jnp.shape, Chain(Dense(2, 3), Dense(3, 1, bias=False)))
+    {'layers': ({'weight': (3, 2), 'bias': (3,)}, {'weight': (1, 3)})}
+
+    ```
+    """
+    return _fmap_trees(f, x, ys, exclude or _is_leaf, layers=False)
 
 
 def all_layers(x: Any) -> list[Any]:
@@ -155,5 +216,5 @@ def modules(x: Any) -> list[Any]:
     return out
 
 
-__all__ = ["functor", "fmap", "modules", "all_layers", "children", "trainable", "layer", "is_layer", "is_array",
+__all__ = ["functor", "fmap", "fmapstructure", "modules", "all_layers", "children", "trainable", "layer", "is_layer", "is_array",
            "is_float_array", "state_fields"]

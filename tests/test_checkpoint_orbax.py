@@ -36,6 +36,20 @@ def test_plain_orbax_reader_sees_the_model_names(tmp_path):
     assert moments and all(np.asarray(raw[k]).shape in ((4, 3), ()) or np.asarray(raw[k]).ndim == 1 for k in moments)
 
 
+def test_a_relative_path_saves_and_loads(tmp_path, monkeypatch):
+    """The README's `Flux.load("ckpt", model, opt_state)`: a relative path was handed to orbax, which reads
+    absolute ones only, and every load raised "cannot read checkpoint" as if the files were damaged."""
+    monkeypatch.chdir(tmp_path)
+    m = _model()
+    opt = fluxjax.setup(Adam(0.01), m)
+    assert fluxjax.save("ckpt", m, opt) == 0
+    m2, opt2 = _model(seed=1), fluxjax.setup(Adam(0.01), _model(seed=1))
+    m2, opt2, step = fluxjax.load("ckpt", m2, opt2)
+    assert step == 0 and np.asarray(m2[0].weight).tobytes() == np.asarray(m[0].weight).tobytes()
+    raw, _, _ = fluxjax.load(os.path.join(".", "ckpt"))
+    assert np.asarray(raw["layers"][1]["bias"]).tobytes() == np.asarray(m[1].bias).tobytes()
+
+
 def test_tied_array_saved_once_under_its_first_name(tmp_path):
     m = _model()
     shared = Chain(m[0], m[0])

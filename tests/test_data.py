@@ -248,8 +248,8 @@ def test_dataloader_errors():
         DataLoader((X2, np.arange(4)))
     with pytest.raises(TypeError, match="str"):
         DataLoader("hello")
-    with pytest.raises(TypeError):
-        DataLoader([{"a": 1}, {"b": 2}])
+    with pytest.raises(ValueError, match="observation 1 is a dict with keys"):  # a list of observations: batch refuses
+        list(DataLoader([{"a": 1}, {"b": 2}], batchsize=2, collate=True))
     with pytest.raises(TypeError):
         DataLoader(object())
     with pytest.raises(ValueError):
@@ -289,15 +289,27 @@ def test_dataloader_refuses_data_without_observations():
         DataLoader(np.zeros((3, 0)), batchsize=-1)
 
 
-def test_dataloader_refuses_a_list_of_observations():
-    # A Julia Vector of vectors is 2 observations; np.asarray made it 3 observations of 2 features
-    # (the transpose): refused with what to use instead
-    for data in ([[1, 2, 3], [4, 5, 6]], [np.ones(3), np.zeros(3)], [(np.ones(2), 1), (np.zeros(2), 0)]):
-        with pytest.raises(TypeError, match="list of 2 sequences or arrays.*batch"):
-            DataLoader(data, batchsize=1)
-    assert [b.tolist() for b in DataLoader([1, 2, 3], batchsize=2)] == [[1, 2], [3]]  # numbers still work
-    obs = [np.array([1.0, 2.0]), np.array([3.0, 4.0])]
-    assert [b.tolist() for b in DataLoader(batch(obs), batchsize=1)] == [[[1.0], [2.0]], [[3.0], [4.0]]]
+def test_dataloader_takes_a_list_as_a_list_of_observations():
+    # MLUtils: a Vector is a container of its elements (a Julia Vector of vectors is 2 observations; np.asarray
+    # made it 3 observations of 2 features, the transpose, which was refused): its batches are lists of items,
+    # `collate=True` stacks them (batch), a function gets the list; MLUtils' docstring example:
+    # first(DataLoader(["a", "b", "c", "d"], batchsize=2, collate=collate_fn)) == "ab" with collate_fn = join
+    assert [b for b in DataLoader([[1, 2, 3], [4, 5, 6], [7, 8, 9]], batchsize=2)] == [[[1, 2, 3], [4, 5, 6]], [[7, 8, 9]]]
+    assert list(DataLoader(["a", "b", "c", "d"], batchsize=2, collate="".join)) == ["ab", "cd"]
+    obs = [(np.full(3, i, np.float32), i) for i in range(5)]
+    stacked = list(DataLoader(obs, batchsize=2, collate=True))
+    assert [tuple(a.shape for a in b) for b in stacked] == [((3, 2), (2,)), ((3, 2), (2,)), ((3, 1), (1,))]
+    assert eq(stacked[2][0], np.full((3, 1), 4.0)) and eq(stacked[1][1], [2, 3])
+    assert [len(b) for b in DataLoader(obs, batchsize=2, collate=False)] == [2, 2, 1]
+    assert [x[1] for x in DataLoader(obs, batchsize=-1)] == [0, 1, 2, 3, 4]
+    # beside arrays, shuffled together: each text stays with its label
+    texts = ["zero", "one", "two", "three", "four", "five"]
+    for xs, ys in DataLoader((texts, np.arange(6)), batchsize=4, shuffle=True, rng=3):
+        assert [texts.index(t) for t in xs] == ys.tolist()
+    assert repr(DataLoader(obs, batchsize=2)) == "DataLoader(list(5,), batchsize=2)"
+    assert [b.tolist() for b in DataLoader([1, 2, 3], batchsize=2)] == [[1, 2], [3]]  # numbers: one array
+    with pytest.raises(DimensionMismatch, match="same number of observations"):
+        DataLoader((["a", "b"], np.arange(3)))
 
 
 def test_unbatch_of_a_list_is_the_list():

@@ -21,6 +21,17 @@ def test_every_loss_is_a_top_level_name(name):
     assert getattr(Flux, name) is getattr(losses, name)
 
 
+@pytest.mark.parametrize("spelled, module, name", [
+    ("Losses", "losses", "logitcrossentropy"), ("Zygote", "zygote", "ignore"), ("Optimisers", "optimise", "Adam"),
+    ("Optimise", "optimise", "Descent"), ("NNlib", "nnlib", "softmax"), ("Functors", "functors", "fmapstructure"),
+    ("MLUtils", "mlutils", "splitobs")])
+def test_the_modules_under_fluxs_names(spelled, module, name):
+    """`Flux.Losses.mse`, `Flux.Zygote.ignore`, `Flux.Optimisers.Adam`: a literal port raised AttributeError."""
+    assert getattr(Flux, spelled) is getattr(Flux, module)
+    assert getattr(getattr(Flux, spelled), name) is getattr(getattr(Flux, module), name)
+    np.testing.assert_allclose(Flux.Losses.mse(jnp.array([1.0, 2.0]), jnp.array([0.0, 2.0])), 0.5)
+
+
 def test_top_level_losses_give_flux_test_values():
     # Flux.jl test/losses.jl, "mse", "mae", "huber_loss", "msle"
     y, yhat = np.array([1, 1, 0, 0.0]), np.array([0.9, 0.1, 0.1, 0.9])

@@ -118,6 +118,74 @@ def test_fmap_f32_keeps_ties_and_config():
     assert i32.x is ints.x and i32.y.dtype == jnp.float32
 
 
+def test_fmap_maps_numbers_in_containers():
+    # Functors.jl/test/basics.jl "Dict": fmap(x -> x + 1, Dict(:a => 1, :b => 2)) == Dict(:a => 2, :b => 3), and
+    # nested; it returned its input unchanged. A layer's configuration (an activation, eps) stays as it is.
+    assert fmap(lambda v: v + 1, {"a": 1, "b": 2}) == {"a": 2, "b": 3}
+    assert fmap(lambda v: v + 1, {"a": 1, "b": {"a": 5, "b": 6, "c": 7}}) == {"a": 2, "b": {"a": 6, "b": 7, "c": 8}}
+    out = fmap(lambda v: v * 2, {"a": 1.5, "b": [jnp.ones(2), 3], "c": (True, None)})
+    assert out["a"] == 3.0 and out["b"][1] == 6 and out["c"] == (2, None)
+    close(out["b"][0], [2, 2])
+    bn = fluxjax.BatchNorm(2, jnp.tanh)
+    bn2 = fmap(lambda v: v * 2, bn)
+    assert bn2.eps == bn.eps and bn2.momentum == bn.momentum and bn2.sigma is jnp.tanh
+    close(bn2.gamma, [2, 2])
+
+
+def test_fmap_of_several_trees():
+    # Functors.jl/test/basics.jl "fmap(f, x, y)": tuples of several trees, the reconstruction from the first,
+    # the cache keyed by the first tree's identities, mismatched trees an error
+    import collections
+
+    add = lambda *a: sum(a[1:], a[0])  # noqa: E731
+    NT = collections.namedtuple("NT", ["x", "y"])
+    m1, n1 = NT(np.array([1, 2]), 3), NT(np.array([4, 5]), 6)
+    got = fmap(add, m1, n1)
+    assert type(got) is NT and list(got.x) == [5, 7] and got.y == 9
+    foo1 = Foo(np.array([7, 8]), 9)
+    got = fmap(add, m1, foo1)
+    assert type(got) is NT and list(got.x) == [8, 10] and got.y == 12
+    assert type(fmap(add, foo1, n1)) is Foo and list(fmap(add, foo1, n1).x) == [11, 13]
+    m2, n2 = NT(np.array([1, 2]), {"a": np.array([3, 4]), "b": 5}), NT(np.array([6, 7]), 8)
+    with pytest.raises(ValueError, match=r"fmap: the trees differ at \.y: the first has 'a'"):
+        fmap(lambda a, b: a, m2, n2)
+    shared = np.array([1, 2, 3])
+    T3 = collections.namedtuple("T3", ["x", "y", "z"])
+    m3, n3 = T3(shared, np.array([4, 5, 6]), shared), T3(shared, shared, np.array([7, 8, 9]))
+    z3 = fmap(add, m3, n3)
+    assert list(z3.x) == [2, 4, 6] and list(z3.y) == [5, 7, 9] and list(z3.z) == [2, 4, 6] and z3.x is z3.z
+    z4 = fmap(add, m3, n3, m3, n3)
+    assert all(list(a) == list(2 * b) for a, b in zip(z4, z3)) and z4.x is z4.z
+    # dicts: by key, extra keys of the other trees ignored; a namedtuple matched by field name
+    assert fmap(add, {"x": 1, "y": {"a": 3, "b": 4}}, {"x": 4, "y": {"a": 0.5, "b": 0.25, "c": 5}, "z": 1}) == \
+        {"x": 5, "y": {"a": 3.5, "b": 4.25}}
+    assert fmap(add, {"x": 1, "y": 3}, NT(4, 6)) == {"x": 5, "y": 9}
+
+
+def test_fmap_with_a_gradient_steps_the_model():
+    # Functors.jl/test/basics.jl "old test update.jl": m̂ = fmap((x, y) -> x .- 0.1f0 .* y, m, m̄) with W = ones,
+    # b = zeros, x = ones(4, 2): m̂.W ≈ 0.8, m̂.b ≈ -0.2
+    m = Chain(Dense(jnp.ones((3, 4)), jnp.zeros(3)))
+    g = gradient(lambda m: jnp.sum(m(jnp.ones((4, 2)))), m)[0]
+    stepped = fmap(lambda x, dx: x if dx is None else x - 0.1 * dx, m, g)
+    close(stepped[0].weight, np.full((3, 4), 0.8))
+    close(stepped[0].bias, np.full(3, -0.2))
+    assert m[0].weight[0, 0] == 1.0  # the original is untouched
+
+
+def test_fmapstructure():
+    # Functors.jl/test/basics.jl "fmapstructure(f, x, y)": Foo([1,2], 3), Foo([4,5], 6) -> (x = [5, 7], y = 9)
+    from fluxjax import fmapstructure
+
+    got = fmapstructure(lambda a, b: a + b, Foo(np.array([1, 2]), np.array(3)), Foo(np.array([4, 5]), np.array(6)))
+    assert list(got) == ["x", "y"] and list(got["x"]) == [5, 7] and got["y"] == 9
+    m = Chain(Dense(2, 3), Dense(3, 1, bias=False))
+    m.layers = (m[0], m[1], m[0])  # a tied layer: one result, twice
+    s = fmapstructure(jnp.shape, m)
+    assert s == {"layers": ({"weight": (3, 2), "bias": (3,)}, {"weight": (1, 3)}, {"weight": (3, 2), "bias": (3,)})}
+    assert s["layers"][0] is s["layers"][2]
+
+
 def test_fmap_preserves_named_chain():
     # Flux.jl/test/layers/basic.jl:26  m == fmap(identity, m)  (does not forget names)
     m = Chain(first=Dense(3, 2), second=Dense(2, 1))
@@ -317,5 +385,5 @@ def test_fmap_is_the_walks_rebuild():
     NT = collections.namedtuple("NT", ["p", "q"])
     dense = Dense(2, 2)
     nt = fmap(lambda a: a * 0, NT(dense, [dense, 1.5]))
-    assert type(nt) is NT and nt.p is nt.q[0] and nt.q[1] == 1.5
+    assert type(nt) is NT and nt.p is nt.q[0] and nt.q[1] == 0.0  # a number in a container is a leaf
     close(nt.p.weight, np.zeros((2, 2)))

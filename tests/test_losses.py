@@ -325,6 +325,21 @@ def test_ctc_loss_values(x64):
         approx(g, g_expected, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("jit", [True, False])
+def test_ctc_gradient_with_the_labels_as_an_argument(jit):
+    """Flux.jl/test/ctc.jl, literally: `ghat = gradient(ctc_loss, x, y)[1]`. The integer labels were tried
+    as floats, and the check of their values then raised ("labels must be integers"); they are held as
+    integers and get None, as Zygote gives `nothing` for an index."""
+    g = fluxjax.gradient(ctc_loss, jnp.asarray(CTC_X1, jnp.float32), jnp.array([0, 1]), jit=jit)
+    approx(g[0], CTC_G1, rtol=1e-5, atol=1e-5)
+    assert g[1] is None
+    val, g = fluxjax.withgradient(lambda x, y, w: w * ctc_loss(x, y), jnp.asarray(CTC_X1, jnp.float32), np.array([0, 1]), 2)
+    approx(val, 2 * 3.6990738275138035, rtol=1e-5)
+    approx(g[0], 2 * CTC_G1, rtol=1e-5, atol=1e-5)
+    assert g[1] is None
+    approx(g[2], 3.6990738275138035, rtol=1e-5)  # the other int is still differentiated as a number
+
+
 def _finite_diff(f, x, h=1e-6):
     """Central differences of a scalar function, all perturbations in one jitted vmap."""
     E = np.eye(x.size).reshape((x.size,) + x.shape) * h

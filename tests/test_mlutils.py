@@ -117,6 +117,22 @@ def test_batchseq_and_batch_sequence():
     assert [u.tolist() for u in Flux.unbatch(jnp.array([[1, 3, 5, 7], [2, 4, 6, 8]]))] == [[1, 2], [3, 4], [5, 6], [7, 8]]
 
 
+@pytest.mark.parametrize("xs, message", [
+    ([(1,), (3, 4)], r"observation 1 is a tuple of length 2, observation 0 a tuple of length 1"),
+    ([(1, 2), (3,)], r"observation 1 is a tuple of length 1, observation 0 a tuple of length 2"),
+    ([{"a": 1}, {"a": 2, "b": 3}], r"observation 1 is a dict with keys \['a', 'b'\], observation 0 a dict with keys \['a'\]"),
+    ([{"a": 1}, {"b": 2}], r"observation 1 is a dict with keys \['b'\]"),
+    ([{"a": 1}, (1,)], r"observation 1 is a tuple of length 1, observation 0 a dict"),
+])
+def test_batch_of_observations_of_other_structures_raises(xs, message):
+    """MLUtils asserts that tuples have one length and dicts one set of keys; `batch` read them off the first
+    observation and dropped what the others had more (`batch([(1,), (3, 4)])` gave `([1, 3],)`)."""
+    with pytest.raises(ValueError, match=message):
+        Flux.batch(xs)
+    got = Flux.batch([{"a": 1, "b": 2}, {"b": 4, "a": 3}])  # the same keys in another order: by key
+    assert got["a"].tolist() == [1, 3] and got["b"].tolist() == [2, 4]
+
+
 def test_splitobs():
     # test/splitobs.jl "Int", 0-based ranges here
     assert Flux.splitobs(10, at=0.7) == (range(0, 7), range(7, 10))

@@ -109,8 +109,13 @@ def _search(f, args, name, run, plan):
     concrete = not any(isinstance(v, jax.core.Tracer) for v in jax.tree_util.tree_leaves(plan.primals))
     if not concrete and tracing():
         raise IntsUndecided(name)
-    reference = plan.fx(*plan.primals)[0]
-    held = [i for i in free if not _same_output(reference, _forward(f, args, name, static | {i}), concrete)]
+    reference, ok = _attempt(lambda p: p.fx(*p.primals)[0], plan)
+    if ok:
+        held = [i for i in free if not _same_output(reference, _forward(f, args, name, static | {i}), concrete)]
+    else:  # a float that `f` refuses once its value can be read (`ctc_loss`'s labels): each one alone, to tell
+        all_held = _forward(f, args, name, static | set(free))
+        held = [i for i in free if not _same_output(_forward(f, args, name, static | (set(free) - {i})), all_held,
+                                                    concrete)]
     if held:
         static = static | frozenset(held)
         plan = _plan(f, args, name, static)
@@ -119,8 +124,8 @@ def _search(f, args, name, run, plan):
 
 
 def _forward(f, args, name, static):
-    p = _plan(f, args, name, static)
-    return p.fx(*p.primals)[0]
+    """`f`'s output with the ints `static` held, or None when it raises with the others as floats."""
+    return _attempt(lambda p: p.fx(*p.primals)[0], _plan(f, args, name, static))[0]
 
 
 def traced_with(f, args, name, run):
