@@ -105,7 +105,9 @@ def _is_trainable_place(slot: Any, exact: set, whole: set) -> bool:
 
 class Restructure:
     """The `re` of `flat, re = destructure(model)`: `re(v)` is a copy of `model` with its trainable
-    arrays read from the vector `v` (Optimisers.jl's `Restructure`).
+    arrays read from the vector `v` (Optimisers.jl's `Restructure`). Unlike Optimisers.jl's, it keeps
+    the model as it was at `destructure` and shares nothing with it later: BatchNorm statistics that
+    `re(v)` computes in train mode stay in that copy (see docs/porting.md).
 
     ```python
     >>> flat, re = destructure(Dense(jnp.ones((1, 2))))   # weight [1 1], bias [0]

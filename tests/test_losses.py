@@ -340,6 +340,21 @@ def test_ctc_gradient_with_the_labels_as_an_argument(jit):
     approx(g[2], 3.6990738275138035, rtol=1e-5)  # the other int is still differentiated as a number
 
 
+def test_ctc_labels_out_of_range_under_jit_and_vmap_give_nan():
+    """Eagerly a bad label raises; traced (fluxjax.jit, jax.jit, jax.vmap) the gather read the blank's row
+    for 7 or -1 and returned a finite loss (2.4168 for [0, 7]). Now NaN, loss and gradient, which
+    `train_` reports as a non-finite loss at that batch."""
+    x = jnp.asarray(CTC_X1, jnp.float32)
+    for y in ([0, 7], [0, -1], [0, 2], [0.5, 1.0]):  # 2 is the blank (a 1-based port's label)
+        y = jnp.array(y)
+        assert np.isnan(float(fluxjax.jit(ctc_loss)(x, y))) and np.isnan(float(jax.jit(ctc_loss)(x, y)))
+        assert np.isnan(np.asarray(jax.grad(lambda a, y=y: jax.jit(ctc_loss)(a, y))(x))).all()
+    got = jax.vmap(ctc_loss, (None, 0))(x, jnp.array([[0, 1], [0, 5]]))
+    approx(got[0], 3.6990738275138035, rtol=1e-5)
+    assert np.isnan(float(got[1]))
+    approx(jax.jit(ctc_loss)(x, jnp.array([0, 1])), 3.6990738275138035, rtol=1e-5)  # good labels unchanged
+
+
 def _finite_diff(f, x, h=1e-6):
     """Central differences of a scalar function, all perturbations in one jitted vmap."""
     E = np.eye(x.size).reshape((x.size,) + x.shape) * h

@@ -19,7 +19,8 @@ def ctc_loss(yhat: Any, y: Any) -> jax.Array:
     `y` is the label sequence, **0-based** class indices in `0 .. classes-2`; the blank is the
     **last** class, index `classes - 1` (NNlib: `size(ŷ, 1)`). Returns the negative
     log-likelihood, a scalar (`inf` when `y` cannot fit in the time steps, with a NaN gradient, as
-    NNlib's). One sequence per call,
+    NNlib's). A label out of range raises; under `jax.jit`/`jax.vmap`, where the labels have no values
+    yet, it gives a NaN loss and gradient instead (NNlib: a BoundsError). One sequence per call,
     as NNlib; `jax.vmap` it for batches of equal-length sequences.
 
     >>> ctc_loss(jnp.array([[1., 2, 3], [2, 1, 1], [3, 3, 2]]), [0, 1])   # 3.6990738
@@ -40,11 +41,15 @@ def ctc_loss(yhat: Any, y: Any) -> jax.Array:
                 f"ctc_loss: labels must be integers in 0..{blank - 1} (0-based; the blank is the last "
                 f"class, {blank}), got {yn.tolist()}"
             )
+    # labels seen only as traced values (under jit or vmap) cannot raise: a bad one (out of range, the
+    # blank, a fraction) gives a NaN loss and gradient, where a gather would read some other class
+    bad = jnp.any((y < 0) | (y >= blank) | (y != jnp.round(y))) if y.size else jnp.bool_(False)
     y = y.astype(jnp.int32)
     # A label sequence that cannot fit in T steps (each repeat needs a blank between) has loss inf and,
     # as NNlib's ∇ctc_loss (exp.(ŷ) .- exp.(accum .+ Inf)), a NaN gradient, never a quiet zero one.
     infeasible = T < y.shape[0] + jnp.sum(y[1:] == y[:-1])
-    return _ctc_nll(_grad_times(yhat, jnp.where(infeasible, jnp.nan, 1.0).astype(yhat.dtype)), y)
+    loss = _ctc_nll(_grad_times(yhat, jnp.where(infeasible | bad, jnp.nan, 1.0).astype(yhat.dtype)), y)
+    return jnp.where(bad, jnp.nan, loss)
 
 
 @jax.custom_vjp
