@@ -4,7 +4,8 @@
 `params` does but as a plain list that works inside `gradient` of a function of `m`.
 `flat, re = destructure(m)` concatenates them into one vector, each array in Julia's column-major
 order, and `re(v)` rebuilds a copy of `m` with its trainable arrays taken from `v` (ties stay tied,
-everything else is kept). Both are made of `jax.numpy` operations, so `gradient` goes through them.
+everything else is what `m` holds then, and the state the copy updates is updated in `m`). Both are
+made of `jax.numpy` operations, so `gradient` goes through them.
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ import numpy as np
 
 from .core.layer import is_array, is_layer, trainable
 from .core.plain import find_plain
-from .core.region import original
+from .core.region import original, share_state
 from .core.trainables import trainable_arrays
-from .core.walk import rebuild, walk
+from .core.walk import copy_layer, rebuild, walk
 from .errors import DimensionMismatch
 from .keypath import KeyPath
 from .zygote import Tangent
@@ -105,9 +106,10 @@ def _is_trainable_place(slot: Any, exact: set, whole: set) -> bool:
 
 class Restructure:
     """The `re` of `flat, re = destructure(model)`: `re(v)` is a copy of `model` with its trainable
-    arrays read from the vector `v` (Optimisers.jl's `Restructure`). Unlike Optimisers.jl's, it keeps
-    the model as it was at `destructure` and shares nothing with it later: BatchNorm statistics that
-    `re(v)` computes in train mode stay in that copy (see docs/porting.md).
+    arrays read from the vector `v` (Optimisers.jl's `Restructure`). As there, `re` holds the model
+    itself: the rest of the copy is what the model holds when `re(v)` is called (its mode, its
+    BatchNorm statistics), and the state the copy updates (BatchNorm statistics in train mode, a
+    Dropout key) is updated in the model too, as Flux's BatchNorm updates the arrays they share.
 
     ```python
     >>> flat, re = destructure(Dense(jnp.ones((1, 2))))   # weight [1 1], bias [0]
@@ -121,22 +123,19 @@ class Restructure:
     """
 
     def __init__(self, model: Any, arrays: list):
-        # The structure as it is now (layer objects copied, arrays shared), so that later rebinding of
-        # the live model (update_, loadmodel_) does not change what `re` rebuilds.
         root = [model]
         w = walk(root)
-        leaves = w.leaves
-        self.model = rebuild(root, leaves)[0]
-        self._leaves = leaves  # the leaves of `self.model` too, in the walk's order
         exact, whole = _trainable_places(root)
-        self._trainable = [_is_trainable_place(slot, exact, whole) for slot in w.slots]
-        self.offsets: dict[int, tuple[int, tuple, Any]] = {}
+        offsets: dict[int, tuple[int, tuple, Any]] = {}
         off = 0
         for a in arrays:
-            self.offsets[id(original(a))] = (off, tuple(a.shape), a.dtype)
+            offsets[id(original(a))] = (off, tuple(a.shape), a.dtype)
             off += int(np.prod(a.shape, dtype=np.int64))
+        self.model = model
         self.length = off
-        self._arrays = arrays  # keep them alive: `offsets` is keyed by their ids
+        # per leaf of the walk: (offset, shape, dtype) of a trainable array (a tied one: one offset), or None
+        self.places = tuple(offsets.get(id(original(a))) if is_array(a) and _is_trainable_place(slot, exact, whole)
+                            else None for a, slot in zip(w.leaves, w.slots))
 
     def __call__(self, flat) -> Any:
         flat = jnp.asarray(flat)
@@ -144,24 +143,33 @@ class Restructure:
             raise DimensionMismatch(
                 f"Restructure: expected a vector of length {self.length}, got an array of shape {tuple(flat.shape)}"
             )
-        new_arrays: dict[int, Any] = {}
+        root = [self.model]
+        leaves = walk(root).leaves
+        if len(leaves) != len(self.places) or any(
+                p is not None and tuple(np.shape(a)) != p[1] for a, p in zip(leaves, self.places)):
+            raise ValueError(f"Restructure: the {type(self.model).__name__} given to destructure has changed its "
+                             "structure or the shapes of its arrays since; destructure it again")
+        new: dict[int, Any] = {}
 
-        def arr(a, at_trainable):
-            a_id = id(original(a)) if is_array(a) else None
-            if not at_trainable or a_id not in self.offsets:
-                return a  # not trainable: kept
-            if a_id not in new_arrays:
-                off, shape, dtype = self.offsets[a_id]
-                n = int(np.prod(shape, dtype=np.int64))
-                v = flat[off:off + n]
+        def value(a, place):
+            if place is None:
+                return a  # not trainable: what the model holds now
+            off, shape, dtype = place
+            if off not in new:
+                v = flat[off:off + int(np.prod(shape, dtype=np.int64))]
                 if not jnp.issubdtype(dtype, jnp.complexfloating) and jnp.issubdtype(v.dtype, jnp.complexfloating):
                     v = jnp.real(v)
-                new_arrays[a_id] = _unvec(v, shape).astype(dtype)
-            return new_arrays[a_id]
+                new[off] = _unvec(v, shape).astype(dtype)
+            return new[off]
+
+        def layer(obj):  # a copy whose state writes reach the model's layer (see `share_state`)
+            copy, fields = copy_layer(obj)
+            share_state(copy, obj)
+            return copy, fields
 
         # the walk's rebuild: layers copied (a tie stays one object), the destructure of a gradient
         # (`Tangent`) rebuilds a gradient
-        return rebuild([self.model], [arr(a, t) for a, t in zip(self._leaves, self._trainable, strict=True)])[0]
+        return rebuild(root, [value(a, p) for a, p in zip(leaves, self.places)], layer=layer)[0]
 
     def __repr__(self):
         return f"Restructure({type(self.model).__name__}, ..., {self.length})"

@@ -54,6 +54,36 @@ def test_restructure_keeps_structure_from_destructure_time():
     np.testing.assert_array_equal(re(flat).weight, np.asarray(flat[:4]).reshape(2, 2, order="F"))
 
 
+@pytest.mark.parametrize("jit", [True, False])
+def test_restructure_shares_the_models_state_as_optimisers_jl(jit):
+    """Optimisers.jl's `re` holds the model: `re(p)` shares its non-trainable arrays, which BatchNorm
+    updates in place. A flat-parameter loop moved nothing: the model and every later `re(p)` kept the
+    initial statistics (mu = 0, sigma2 = 1), and `testmode_(m)` did not reach `re(p)`."""
+    x = jnp.asarray(np.random.default_rng(0).standard_normal((2, 8)), jnp.float32)
+
+    def fresh():
+        Flux.seed_(0)
+        return Chain(Dense(2, 3), Flux.BatchNorm(3))
+
+    m, ref = fresh(), fresh()
+    p, re = destructure(m)
+    for _ in range(3):
+        g = Flux.gradient(lambda v: jnp.sum(re(v)(x) ** 2), p, jit=jit)[0]
+        gr = Flux.gradient(lambda mm: jnp.sum(mm(x) ** 2), ref)[0]  # the model itself, the same steps
+    np.testing.assert_allclose(m[1].mu, ref[1].mu, rtol=1e-5)
+    np.testing.assert_allclose(m[1].sigma2, ref[1].sigma2, rtol=1e-5)
+    assert float(jnp.abs(m[1].mu).max()) > 1e-3  # moved
+    np.testing.assert_allclose(re(p)[1].mu, ref[1].mu, rtol=1e-5)
+    np.testing.assert_allclose(g, destructure(gr)[0], rtol=1e-4, atol=1e-4)  # (a bias into BatchNorm: 0 + rounding)
+    Flux.testmode_(m)
+    assert re(p)[1].active is False  # the mode the model has when re(p) is called
+    Flux.testmode_(ref)
+    np.testing.assert_allclose(re(p)(x), ref(x), rtol=1e-5)
+    m.layers = (m[0], Dense(3, 3))
+    with pytest.raises(ValueError, match="changed its structure"):
+        re(p)
+
+
 def test_restructure_errors_and_dtypes():
     m = {"a": jnp.ones(3, jnp.float32), "b": jnp.ones(2, jnp.float16)}
     flat, re = destructure(m)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -218,8 +219,24 @@ TRACER_ERROR = (
 
 
 def rebind(obj: Any, name: str, value: Any) -> None:
-    """Rebind `obj.name = value` through the state thread (see the module docstring)."""
+    """Rebind `obj.name = value` through the state thread (see the module docstring); also in the
+    layer whose state `obj` shares (`share_state`)."""
     commit(Slot(obj, name, True), value, what=f"{type(obj).__name__}.{name}")
+    if _sharing:
+        live = _sharing.get(id(obj))
+        if live is not None:
+            rebind(live, name, value)
+
+
+_sharing: dict[int, Any] = {}  # id of a layer copy -> the layer whose state it shares (`share_state`)
+
+
+def share_state(copy: Any, live: Any) -> None:
+    """From now on, the state `copy` rebinds (`rebind`: BatchNorm's statistics, a Dropout key) is
+    rebound in `live` too, as long as `copy` lives: `destructure`'s `re(v)` builds copies that share the
+    model's non-trainable arrays, which Flux's BatchNorm updates in place."""
+    _sharing[id(copy)] = live
+    weakref.finalize(copy, _sharing.pop, id(copy), None)
 
 
 def commit(slot: Slot, value: Any, what: str = "a layer") -> None:
