@@ -356,6 +356,12 @@ def _differentiable_output(y) -> bool:
     return jnp.issubdtype(getattr(y, "dtype", None) or np.result_type(y), jnp.inexact)
 
 
+def _hint(e: Exception, text: str) -> None:
+    """Add fluxjax's `text` to the message of JAX's error `e` (Python 3.11's notes)."""
+    if hasattr(e, "add_note"):
+        e.add_note(f"fluxjax: {text}.")
+
+
 def _run_vjp(plan: _Plan, first_only):
     if first_only:
 
@@ -368,7 +374,12 @@ def _run_vjp(plan: _Plan, first_only):
             y, vals = plan.fx(*xs)
             return keep_order(y), vals
 
-    y, back, aux = jax.vjp(fx, *plan.primals, has_aux=True)
+    try:
+        y, back, aux = jax.vjp(fx, *plan.primals, has_aux=True)
+    except jax.errors.TracerArrayConversionError as e:
+        _hint(e, "a NumPy function (np.exp, np.asarray, np.array) was given a value being differentiated, "
+                 "which it cannot take: use jax.numpy (jnp.exp, ...) in the code that gradient runs")
+        raise
     if first_only:
         full, aux = aux
     else:

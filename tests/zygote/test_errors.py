@@ -72,3 +72,17 @@ def test_showgrad_prints_inside_a_compiled_step(capsys):
     jax.effects_barrier()
     np.testing.assert_allclose(g.weight, [[3.0, 3.0]])
     assert "∂(y) = [[3.]]" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("jit", [True, False])
+@pytest.mark.parametrize("call", ["gradient", "withgradient", "pullback"])
+def test_a_numpy_function_on_a_differentiated_value_says_to_use_jax_numpy(jit, call):
+    """`np.exp(m(x))` in a loss ported from Julia's `exp.(m(x))`: JAX's TracerArrayConversionError named
+    neither the cause nor the fix."""
+    m = fluxjax.Dense(2, 1)
+    loss = lambda mm: jnp.sum(np.exp(mm(jnp.ones((2, 1)))))  # noqa: E731
+    kw = {} if call == "pullback" else {"jit": jit}
+    with pytest.raises(jax.errors.TracerArrayConversionError) as info:
+        getattr(fluxjax, call)(loss, m, **kw)
+    if hasattr(info.value, "add_note"):  # Python 3.11+
+        assert any("use jax.numpy (jnp.exp" in n for n in info.value.__notes__)
