@@ -27,7 +27,7 @@ from jax.sharding import SingleDeviceSharding
 from ..core.keys import static_key
 from ..core.layer import structure_version
 from ..core.region import TRACER_ERROR, checked_notes, commit, current_region, guard_writes, mode_context, run_in_region
-from ..core.undo import Contents
+from ..core.undo import Contents, runs_again
 from ..core.walk import Slot, Walk, set_many, walk
 from ..random import default_key, default_rng
 from . import hostrandom
@@ -380,12 +380,7 @@ class Jitted:
             def collect(region):
                 # a list or dict the walk reached that the code shrank (`q.pop(0)`): its slots are gone
                 if any(len(c) < len(old) or (type(c) is dict and not old.keys() <= c.keys()) for c, old in kept):
-                    for c, old in kept:  # as they were, so that the region puts every slot back
-                        if type(c) is dict:
-                            c.clear()
-                            c.update(old)
-                        else:
-                            c[:] = old
+                    contents.restore()  # the containers as they were, so that the region puts every slot back
                     raise hostrandom.ContainerShrunk(getattr(box[n_args + 1], "__qualname__", "the function"))
                 # checks noted in this trace (ClipNorm's finite norm): a top-level call raises after it
                 # when one failed, so every write of the call is put back then (`act_on_checks`)
@@ -420,13 +415,14 @@ class Jitted:
             containers = Containers(w.containers)
             kept = [(c, c.copy()) for c in w.containers]
             rngs = hostrandom.Snapshot(w.host_rngs)
-            contents = Contents([*w.containers, *(o for o, _ in w.watch)])
+            contents = Contents([*w.containers, *(o for o, _ in w.watch)])  # (`collect` reads it too)
             try:
                 _, (changed, extra, (out_leaves, tree), checked) = run_in_region(
                     run, zip(w.slots, xs), collect, fields_set=entry.wrote_fields.extend)
-            except BaseException:  # a caller may run the code again (op by op): its side effects are undone
-                rngs.restore()
-                contents.restore()
+            except BaseException as e:
+                if runs_again(e):  # the code runs again (op by op): the failed trace's side effects are undone
+                    rngs.restore()
+                    contents.restore()
                 raise
             if rngs.changed():
                 hostrandom.drew(box[n_args + 1], tracing(), rngs)

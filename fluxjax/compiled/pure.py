@@ -47,6 +47,7 @@ from ..core.layer import dict_order, restore_order
 from ..core.region import current_region
 from ..core.sharing import sharing
 from ..core.static_writes import static_writes
+from ..core.undo import TRACE_ERRORS
 from ..core.walk import ARRAY_TYPES
 from ..random import default_rng
 from . import hostrandom
@@ -59,14 +60,6 @@ NOT_RUN = object()  # `cached_pure`'s answer when the caller must run `fn` eager
 # compile/hit/eager counters, for tests and benchmarks: `stats["compiles"]` counts traces
 stats: dict[str, int] = collections.Counter()
 
-# the errors of Python code that needs concrete values (an `if` on an array, `float(x)`, `x.item()`,
-# NumPy on a traced array): such code runs op by op instead
-TRACE_ERRORS = (
-    jax.errors.ConcretizationTypeError,
-    jax.errors.TracerBoolConversionError,
-    jax.errors.TracerIntegerConversionError,
-    jax.errors.TracerArrayConversionError,
-)
 
 
 class _Impure(Exception):

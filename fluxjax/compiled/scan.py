@@ -22,10 +22,11 @@ from typing import Any
 import jax
 
 from ..core.region import commit, run_in_region
+from ..core.undo import RunAgain
 from ..core.walk import Slot, walk
 
 
-class NotFusable(Exception):
+class NotFusable(RunAgain):
     """The steps cannot run as one scan (see the module docstring); run them one at a time. `settles`:
     the step changed the structure of its inputs (an optimiser state built with Python numbers that
     the first step turns into arrays, a dict rebuilt in another key order), which steps run one at a

@@ -4,7 +4,9 @@ A compiled call runs the user's Python while tracing. When the trace fails (a st
 carry, a value the program cannot take), the caller runs the code again, op by op or one step at a
 time; the side effects the failed trace had (`cfg.n += 1`, `hist.append(x)`, `counts["steps"] += 1`)
 would then happen twice. `Contents` records, before the trace, what the objects the code reads hold,
-as `static_key` keys them by contents (`keys.py`), and puts back those that changed.
+as `static_key` keys them by contents (`keys.py`), and puts back those that changed, when the trace
+failed with an error after which a caller runs the code again (`runs_again`); an error that reaches
+the user leaves the side effects the code had before it, as the eager call does.
 """
 
 from __future__ import annotations
@@ -17,6 +19,27 @@ import jax
 import numpy as np
 
 from .keys import IMMUTABLE_TYPES, MAX_DEPTH, is_library, slot_names
+
+
+class RunAgain(Exception):
+    """Raised while tracing when the caller will run the code again another way (the steps of a scan
+    one by one, a gradient op by op): what the failed trace changed is put back first."""
+
+
+# the errors of Python code that needs concrete values (an `if` on an array, `float(x)`, `x.item()`,
+# NumPy on a traced array): the calls compiled on the user's behalf run such code op by op instead
+TRACE_ERRORS = (
+    jax.errors.ConcretizationTypeError,
+    jax.errors.TracerBoolConversionError,
+    jax.errors.TracerIntegerConversionError,
+    jax.errors.TracerArrayConversionError,
+)
+
+
+def runs_again(e: BaseException) -> bool:
+    """Whether a caller runs the code again after the trace raised `e` (a `RunAgain`, a `TRACE_ERRORS`)."""
+    return isinstance(e, (RunAgain, *TRACE_ERRORS))
+
 
 _EMPTY = object()
 # not recorded: values that cannot change in place, functions (what they read is recorded where the walk

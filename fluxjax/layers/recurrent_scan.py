@@ -36,9 +36,10 @@ import jax.numpy as jnp
 from jax._src.core import trace_state_clean  # no public API says whether a trace is under way
 
 from ..compiled.call import jit as fluxjax_jit
-from ..compiled.pure import TRACE_ERRORS, is_eager
+from ..compiled.pure import is_eager
 from ..core.layer import state_fields
 from ..core.region import current_region, rebind, run_in_region
+from ..core.undo import TRACE_ERRORS
 from ..core.walk import Slot
 from ..errors import DimensionMismatch
 from ..functors import all_layers

@@ -16,9 +16,10 @@ from jax._src.core import trace_state_clean  # no public API says whether a trac
 
 from ..compiled.call import jit as _fluxjax_jit
 from ..compiled.call import last_set_reads
-from ..compiled.pure import TRACE_ERRORS, is_eager, tracing_eager_call
+from ..compiled.pure import is_eager, tracing_eager_call
 from ..core.layer import LAYER_TYPES
 from ..core.region import current_region
+from ..core.undo import TRACE_ERRORS
 from ..core.walk import ARRAY_TYPES
 from ..errors import DimensionMismatch
 from .adtypes import ADType, AutoFiniteDifferences

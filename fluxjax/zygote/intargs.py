@@ -11,6 +11,7 @@ import jax
 import numpy as np
 
 from ..compiled.pure import tracing
+from ..core.undo import RunAgain
 from .plan import _check_scalar, _plan, _run_vjp
 
 
@@ -58,7 +59,7 @@ def _cell_type(c) -> type:
         return type(None)
 
 
-class IntsUndecided(Exception):
+class IntsUndecided(RunAgain):
     """Raised in the trace of an eager `gradient` that fluxjax compiles on its own when it has not yet
     decided which integers `f` can take as floats: that needs concrete values (see `_search`), so the
     call runs op by op once, decides, and the next call compiles."""

@@ -301,12 +301,16 @@ _SETTINGS = {"scale": 1.0}
 
 class _GetattrCfg:  # attributes made by `__getattr__` from a global dict
     def __getattr__(self, name):
-        return _SETTINGS[name]
+        try:
+            return _SETTINGS[name]
+        except KeyError:
+            raise AttributeError(name) from None
 
 
 _GETATTR_CFG = _GetattrCfg()
 _LAZY = types.ModuleType("user_lazy")  # a module whose attributes come from its `__getattr__` (PEP 562)
-exec("D = {'scale': 1.0}\ndef __getattr__(name):\n    return D[name]\n", _LAZY.__dict__)
+exec("D = {'scale': 1.0}\ndef __getattr__(name):\n    if name not in D:\n        raise AttributeError(name)\n"
+     "    return D[name]\n", _LAZY.__dict__)
 
 
 class _Helper:
