@@ -139,6 +139,7 @@ def test_load_restores_into_the_target_sharding(tmp_path):
                  "equal": True, "bias_equal": True}
 
 
+@pytest.mark.slow  # (two processes: in the full run; the sharded restore of one process runs by default)
 def test_two_process_sharded_save_kill_restore(tmp_path):
     """Two jax.distributed processes on loopback, a weight sharded across both: each saves its shard and is
     killed (SIGKILL) once both `save`s returned; two fresh processes restore the same numbers."""

@@ -359,7 +359,7 @@ OPS = st.lists(st.sampled_from(["step", "clip", "skip-update", "adjust", "rebind
                min_size=1, max_size=8)
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(OPS)
 def test_any_sequence_of_loop_edits_matches_op_by_op(ops):
     """Random eager loops (a plain step, a clipped gradient, a gradient left unused, `adjust_`, a weight

@@ -231,6 +231,7 @@ def test_fault_while_tracing_jit_leaves_model_and_optimiser_untouched(exc, where
     assert step.cache_size() == 1
 
 
+@pytest.mark.slow
 def test_fault_at_run_time_inside_compiled_program(caplog):
     """A host callback in the compiled step raises on its 3rd execution: that step's outputs never
     come back, so nothing is written; the following steps continue from the state before it."""

@@ -312,6 +312,9 @@ QUICK_CASES = {
     "Maxout/Scale": (st.tuples(small, small), _scale_maxout),
     **{k: LAYER_CASES[k] for k in ("Parallel", "SkipConnection", "PairwiseFusion", "Chain(Conv, BatchNorm, MaxPool, Dense)")},
 }
+# the slowest quick case, in the full run (`-m slow`); by default the recurrent layers' gradients are checked
+# against their unrolled cells (tests/layers/test_recurrent.py)
+SLOW_QUICK = {"RNN/LSTM/GRU/GRUv3"}
 
 
 def _pure(model, consts):
@@ -405,7 +408,7 @@ def _layer_property(cases, case, data, seed):
                 _close(a, b, AD_TOL, f"{case} {sizes}: state after the gradient")
 
 
-@pytest.mark.parametrize("case", list(QUICK_CASES))
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c in SLOW_QUICK else c for c in QUICK_CASES])
 @_settings(QUICK)
 @given(data=st.data(), seed=seeds)
 def test_layer_gradient_paths_agree_with_finite_differences(case, data, seed):

@@ -163,6 +163,7 @@ def test_jitted_steps_do_not_leak_or_recompile():
     assert np.isfinite(float(step(m, opt, X, Y)))
 
 
+@pytest.mark.slow  # (the jitted-steps leak check runs by default)
 def test_train_loop_does_not_leak_or_recompile_across_epochs():
     """train_'s compiled step is shared: epochs with the same loss function reuse one program."""
     m = _tiny()
