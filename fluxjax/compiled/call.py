@@ -24,6 +24,7 @@ import jax
 from jax._src.core import trace_state_clean  # no public API says whether a trace is under way
 from jax.sharding import SingleDeviceSharding
 
+from .. import callsite
 from ..core.keys import static_key
 from ..core.layer import structure_version
 from ..core.region import TRACER_ERROR, checked_notes, commit, current_region, guard_writes, mode_context, run_in_region
@@ -82,7 +83,7 @@ def _warn_sets_reads(fn: Callable, what: list[str]) -> None:
         f"fluxjax.jit: {name} set {', '.join(what)} while being traced, and reads it: so that each call "
         "sees the value the last one left, as the eager call does, a call that sets it is traced and "
         "compiled again. Pass the value as an argument (or keep a counter in a layer's field, which the "
-        "program takes and writes back) to compile once.", stacklevel=5)
+        "program takes and writes back) to compile once.", stacklevel=callsite.stacklevel())
 
 
 def _put_back_reads(w: Walk) -> None:

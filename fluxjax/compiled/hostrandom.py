@@ -29,6 +29,8 @@ from typing import Any
 import jax
 import numpy as np
 
+from .. import callsite
+
 
 class HostRandomDraw(jax.errors.ConcretizationTypeError):
     """The traced code drew from a host random generator: the eager call runs op by op instead."""
@@ -95,7 +97,7 @@ def reads_iterator(found: list, fn: Any, on_behalf: bool) -> bool:
         warnings.warn(
             f"fluxjax.jit: {name} reads an iterator or a generator (next(it)), whose items a compiled program "
             "cannot take as inputs: each call is traced and compiled again, so that it takes the next item. "
-            "Pass the item as an argument instead (for x in it: step(model, x)).", stacklevel=4)
+            "Pass the item as an argument instead (for x in it: step(model, x)).", stacklevel=callsite.stacklevel())
     return True
 
 
@@ -163,5 +165,5 @@ def drew(fn: Any, on_behalf: bool, before: Snapshot) -> None:
             "while being traced: the draw is a constant of the compiled program, the same at every call. "
             "Draw with fluxjax's randn_like / rand32 / randn32 (the global key, an input of the program), "
             "pass the noise as an argument, or run op by op (jit=False, fluxjax.eager()).",
-            stacklevel=4,
+            stacklevel=callsite.stacklevel(),
         )

@@ -191,8 +191,9 @@ def test_an_explicit_jit_that_advances_what_it_reads_runs_it_each_call_and_says_
     STEP = 0
     m = _model()
     f = Flux.jit(lambda mm: _by_global(mm))
-    with pytest.warns(UserWarning, match=r"set global STEP while being traced, and reads it"):
+    with pytest.warns(UserWarning, match=r"set global STEP while being traced, and reads it") as w:
         got = [float(f(m)) for _ in range(3)]
+    assert w[0].filename == __file__  # the user's call
     np.testing.assert_allclose(got, [k * np.sum((W0 @ BATCHES[0]) ** 2) for k in (1, 2, 3)], rtol=1e-6)
     assert STEP == 3
 

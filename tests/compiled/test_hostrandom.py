@@ -109,8 +109,9 @@ def test_an_explicit_jit_warns_that_the_draw_is_a_constant():
     def noisy(m, x):
         return m(x) + np.random.randn(2, 4).astype(np.float32)
 
-    with pytest.warns(UserWarning, match="drew from a host random generator .* constant of the compiled program"):
+    with pytest.warns(UserWarning, match="drew from a host random generator .* constant of the compiled program") as w:
         noisy(m, X)
+    assert w[0].filename == __file__  # the user's call, not a line of JAX's tracing (pjit.py)
     with Flux.eager():
         pass  # (op by op, the opt-out the warning names, draws at every call: nothing to compile)
 
