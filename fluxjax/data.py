@@ -370,6 +370,8 @@ def _leaf(x: Any, path: str) -> Any:
         )
     elif isinstance(x, list) and any(isinstance(v, (list, tuple, dict, str, bytes)) or np.ndim(v) > 0 for v in x):
         return _Items(x)  # MLUtils: a Vector's items are its observations (np.asarray would stack them first)
+    elif callable(getattr(type(x), "getobs", None)):
+        return _Items(x)  # a data container that draws its own observations (mapobs, ObsView, BatchView)
     elif isinstance(x, (list, range)) or np.isscalar(x):
         try:
             arr = np.asarray(x)
@@ -402,15 +404,18 @@ def _leaf(x: Any, path: str) -> Any:
 
 
 class _Items:
-    """A list whose items are the observations (MLUtils: a `Vector` is a container of its elements): a
-    batch is the list of its items (`collate=True` stacks them with `batch`)."""
+    """The observations of a list (MLUtils: a `Vector` is a container of its elements: a batch is the
+    list of its items, which `collate=True` stacks with `batch`), or of a data container with a
+    `getobs` method (`mapobs(f, X)`: a batch is what its `getobs` gives for the batch's indices)."""
 
-    def __init__(self, items: list):
+    def __init__(self, items: Any):
         self.items = items
         self.shape = (len(items),)
 
     def __getitem__(self, index: tuple) -> Any:  # `x[..., i]` (one item) or `x[..., idx]` (a list of them)
         i = index[-1]
+        if not isinstance(self.items, list):
+            return self.items.getobs(i if isinstance(i, (int, np.integer, slice)) else [int(k) for k in i])
         if isinstance(i, slice):
             return self.items[i]
         return self.items[i] if isinstance(i, (int, np.integer)) else [self.items[int(k)] for k in i]
@@ -448,7 +453,8 @@ class DataLoader:
     `data` is an array, or a tuple, named tuple or dict of arrays (nesting allowed); the LAST axis
     of every array is the observation axis, and all must hold the same number of observations. A
     list of arrays, tuples or strings is a list of observations (MLUtils' `Vector` container): its
-    batches are lists of its items, which `collate=True` stacks.
+    batches are lists of its items, which `collate=True` stacks. A data container (`mapobs(f, X)`,
+    `ObsView`, `BatchView`) gives each batch as its `getobs` does.
     Each batch has the container type of `data` and holds `jax.Array` slices of the last axis.
     NumPy data stays on the host and only each batch is transferred.
 
@@ -577,7 +583,8 @@ class DataLoader:
                 return str(self)
 
         def desc(x: Any) -> str:
-            return _Desc(f"{'list' if isinstance(x, _Items) else type(x).__name__}{tuple(x.shape)}")
+            shown = type(x.items if isinstance(x, _Items) else x).__name__
+            return _Desc(f"{shown}{tuple(x.shape)}")
 
         inner = _map(self._tree, desc)
         extra = f", batchsize={self.batchsize}"

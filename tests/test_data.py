@@ -312,6 +312,23 @@ def test_dataloader_takes_a_list_as_a_list_of_observations():
         DataLoader((["a", "b"], np.arange(3)))
 
 
+def test_dataloader_takes_mlutils_data_containers():
+    # MLUtils' DataLoader takes any data container: `mapobs(f, X)` (data augmentation) is drawn by its getobs
+    # at each batch (MLUtils: getobs(data, idxs) = f(getobs(X, idxs))); it was refused with a TypeError
+    from fluxjax import mlutils
+
+    Y = jnp.arange(6.0).reshape(1, 6)
+    calls = []
+    aug = mlutils.mapobs(lambda x: calls.append(x.shape) or 2 * x, Y)
+    got = list(DataLoader(aug, batchsize=4))
+    assert [b.tolist() for b in got] == [[[0.0, 2.0, 4.0, 6.0]], [[8.0, 10.0]]] and calls == [(1, 4), (1, 2)]
+    for x, y in DataLoader((aug, np.arange(6)), batchsize=4, shuffle=True, rng=0):  # aligned with its labels
+        assert x.tolist() == [[2.0 * i for i in y.tolist()]]
+    assert [x.tolist() for x in DataLoader(aug, batchsize=-1)][:2] == [[0.0], [2.0]]
+    assert [b.tolist() for b in DataLoader(mlutils.ObsView(Y, [5, 0, 1]), batchsize=2)] == [[[5.0, 0.0]], [[1.0]]]
+    assert repr(DataLoader(aug, batchsize=2)) == "DataLoader(MappedData(6,), batchsize=2)"
+
+
 def test_unbatch_of_a_list_is_the_list():
     # MLUtils: unbatch(x::AbstractVector) = x; it used to stack the list and split the other axis
     obs = [np.array([1.0, 1.0]), np.array([0.0, 0.0])]
