@@ -215,6 +215,11 @@ def _eager_steps(loss, model, opt_state, data, start: int, adtype, shown) -> lis
     return losses
 
 
+class _OpByOp(Exception):
+    """In `_run_fused`: the loss advanced what it reads (a counter), so the steps from the next one on run
+    op by op, as after a draw from a host generator."""
+
+
 def _run_fused(loss, model, data, opt_state, shown) -> list:
     """`train_`'s compiled loop in pieces: each run of `CHECK_EVERY` batches of one structure and shape
     is one call of `_compiled_chunk`; other batches (a ragged last one, a change of shape, data that is
@@ -254,8 +259,8 @@ def _run_fused(loss, model, data, opt_state, shown) -> list:
                     losses.append(lval)
                     checked.append(c)
                     if last_set_reads():  # the loss advances what it reads: the rest op by op
-                        raise hostrandom.HostRandomDraw("the loss")
-        except hostrandom.HostRandomDraw:  # a trace drew from a host generator: from here on op by op
+                        raise _OpByOp
+        except (hostrandom.HostRandomDraw, _OpByOp):  # a draw from a host generator, a counter: op by op from here
             held.close()
             done = len(losses) if isinstance(losses, list) else 0  # steps of this piece that ran compiled
             if done:
