@@ -267,30 +267,6 @@ def test_train_with_a_loss_that_draws_from_numpy_runs_op_by_op_with_fresh_noise(
     assert len(set(np.round(got[0][:5], 4))) == 5
 
 
-@pytest.mark.parametrize("n", [5, 40])
-def test_train_with_a_loss_that_advances_a_global_counter(n):
-    """Op by op each step sees the count the last one left. Compiled, the first step's trace sets it and
-    the rest run op by op (a fused chunk cannot carry the global: it goes step by step, its failed
-    trace's count put back): the numbers of `jit=False`, and no warning."""
-    xs = [jnp.asarray(BATCHES[k % 5]) for k in range(n)]
-
-    def run(jit):
-        global STEP
-        STEP = 0
-        m = _model()
-        s = Flux.setup(Flux.Descent(0.001), m)
-        h = Flux.train_(lambda mm, x: _by_global_x(mm, x), m, xs, s, jit=jit)
-        return h.losses, np.asarray(m.weight), STEP
-
-    want = run(False)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        got = run(True)
-    np.testing.assert_allclose(got[0], want[0], rtol=1e-5)
-    np.testing.assert_allclose(got[1], want[1], rtol=1e-5)
-    assert got[2] == want[2] == n
-
-
 def _by_global_x(mm, x):
     global STEP
     STEP += 1
@@ -332,23 +308,27 @@ def _side_effects():
         return jnp.sum(mm(x) ** 2) * len(tags)
 
     def reset():
-        ns.n, ns.seen[:], box["d"], slotted.n = 0, [], 0, 0
+        global STEP
+        ns.n, ns.seen[:], box["d"], slotted.n, STEP = 0, [], 0, 0, 0
         tags.clear()
 
     def read():
-        return ns.n, len(ns.seen), box["d"], slotted.n, len(tags)
+        return ns.n, len(ns.seen), box["d"], slotted.n, len(tags), STEP
 
-    return {f.__name__: f for f in (attribute, item, nested_list, slot, set_add)}, reset, read
+    return {f.__name__: f for f in (attribute, item, nested_list, slot, set_add)} | {"global": _by_global_x}, reset, read
 
 
-@pytest.mark.parametrize("kind", ["attribute", "item", "nested_list", "slot", "set_add"])
-def test_train_with_a_loss_that_changes_an_object_it_reads(kind):
-    """`cfg.n += 1`, `counts["k"] += 1`, `hist.append(...)` in the loss: a fused chunk's trace fails (the
-    loss changes what the step's walk read) and the steps go one by one. The failed trace's change
-    stayed: every later step saw the count one ahead of `jit=False` (losses 2, 3, 4 where they are 1, 2,
-    3). Now what a failed trace changed in the objects the code reads is put back."""
+@pytest.mark.parametrize("n", [5, 40])
+@pytest.mark.parametrize("kind", ["global", "attribute", "item", "nested_list", "slot", "set_add"])
+def test_train_with_a_loss_that_advances_what_it_reads(kind, n):
+    """`global STEP; STEP += 1`, `cfg.n += 1`, `counts["k"] += 1`, `hist.append(...)` in the loss: op by op
+    each step sees what the last one left. Compiled, the first step's trace sets it and the rest run op
+    by op; 40 steps are a fused chunk's worth, whose trace fails (the loss changes what the step's walk
+    read) and whose steps then go one by one. The failed trace's change stayed for objects: every later
+    step saw the count one ahead of `jit=False` (losses 2, 3, 4 where they are 1, 2, 3). Now what a failed
+    trace changed in what the code reads is put back; the numbers of `jit=False`, and no warning."""
     losses, reset, read = _side_effects()
-    xs = [jnp.asarray(BATCHES[k % 5]) for k in range(40)]  # a fused chunk's worth and more
+    xs = [jnp.asarray(BATCHES[k % 5]) for k in range(n)]
 
     def run(jit):
         reset()
@@ -364,7 +344,7 @@ def test_train_with_a_loss_that_changes_an_object_it_reads(kind):
     np.testing.assert_allclose(got[0], want[0], rtol=1e-5)
     np.testing.assert_allclose(got[1], want[1], rtol=1e-5)
     assert got[2] == want[2]
-    assert max(want[2]) == 40 * (2 if kind == "slot" else 1)
+    assert max(want[2]) == n * (2 if kind == "slot" else 1)
 
 
 X_DATA = jnp.asarray(BATCHES[2])
