@@ -86,15 +86,6 @@ def _warn_sets_reads(fn: Callable, what: list[str]) -> None:
         "program takes and writes back) to compile once.", stacklevel=callsite.stacklevel())
 
 
-def _put_back_reads(w: Walk) -> None:
-    """After a call that raised (a trace that failed, `NotFusable`): the globals and closure variables
-    it read hold what they held before it, so that a caller that runs the code again (op by op, one
-    step at a time) does not see its side effects twice (`global step; step += 1`)."""
-    for slot, before in w.watched:
-        if slot.get_base() is not before:
-            slot.set_base(before)
-
-
 def _commit_beside(w: Walk) -> None:
     """Commit the uncommitted arrays of a call that has committed ones on a single device to that
     device, rebinding them where they are (the model's arrays too; the values do not change).
@@ -271,7 +262,6 @@ class Jitted:
         try:
             out_leaves, changed, extra, tree, checked = entry.call(leaves, top)
         except BaseException:
-            _put_back_reads(w)
             if plan is None and traces == 0 and entry.traces == 0:
                 self._cache.pop(key, None)  # a failed first trace leaves no entry behind
             raise
@@ -380,7 +370,7 @@ class Jitted:
 
             def collect(region):
                 # a list or dict the walk reached that the code shrank (`q.pop(0)`): its slots are gone
-                if any(len(c) < len(old) or (type(c) is dict and not old.keys() <= c.keys()) for c, old in kept):
+                if contents.shrunk(w.containers):
                     contents.restore()  # the containers as they were, so that the region puts every slot back
                     raise hostrandom.ContainerShrunk(getattr(box[n_args + 1], "__qualname__", "the function"))
                 # checks noted in this trace (ClipNorm's finite norm): a top-level call raises after it
@@ -414,9 +404,8 @@ class Jitted:
                 return changed, extra, shared_output(result[0]), checked
 
             containers = Containers(w.containers)
-            kept = [(c, c.copy()) for c in w.containers]
             rngs = hostrandom.Snapshot(w.host_rngs)
-            contents = Contents([*w.containers, *(o for o, _ in w.watch)])  # (`collect` reads it too)
+            contents = Contents([*w.containers, *(o for o, _ in w.watch)], w.watched)  # (`collect` reads it too)
             try:
                 _, (changed, extra, (out_leaves, tree), checked) = run_in_region(
                     run, zip(w.slots, xs), collect, fields_set=entry.wrote_fields.extend)

@@ -61,12 +61,14 @@ def _keyed_by_value(v) -> bool:
 class Contents:
     """The contents of the lists, dicts, sets and objects reachable from `roots` through containers,
     tuples and fields, as they are now: what `static_key` keys by contents (not functions, NumPy arrays,
-    or a library's objects that are their own keys)."""
+    or a library's objects that are their own keys); and `reads`, the `(slot, value)` pairs of the
+    globals and closure variables the code read (a walk's `watched`), as they were read."""
 
-    __slots__ = ("saved",)
+    __slots__ = ("saved", "reads")
 
-    def __init__(self, roots):
+    def __init__(self, roots, reads=()):
         self.saved: list[tuple[Any, Any]] = []
+        self.reads = list(reads)
         seen: set[int] = set()
         for r in roots:
             self._take(r, seen, 0)
@@ -102,8 +104,17 @@ class Contents:
         for e in inner:
             self._take(e, seen, depth + 1)
 
+    def shrunk(self, among: list) -> bool:
+        """Whether one of the lists and dicts `among` (recorded, as roots) lost items since (`q.pop(0)`)."""
+        ids = {id(c) for c in among}
+        return any(id(v) in ids and (len(v) < len(old) or (type(v) is dict and not old.keys() <= v.keys()))
+                   for v, old in self.saved)
+
     def restore(self) -> None:
-        """Put back the contents that changed since they were recorded."""
+        """Put back the contents and the bindings that changed since they were recorded."""
+        for slot, before in self.reads:
+            if slot.get_base() is not before:
+                slot.set_base(before)
         for v, old in self.saved:
             if type(v) is list:
                 if len(v) != len(old) or any(a is not b for a, b in zip(v, old)):

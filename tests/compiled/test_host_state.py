@@ -350,7 +350,7 @@ def test_train_with_a_loss_that_advances_what_it_reads(kind, n):
 X_DATA = jnp.asarray(BATCHES[2])
 
 
-@pytest.mark.parametrize("kind", ["attribute", "item", "nested_list", "slot", "set_add", "np.random", "random"])
+@pytest.mark.parametrize("kind", ["global", "attribute", "item", "nested_list", "slot", "set_add", "np.random", "random"])
 def test_a_gradient_whose_trace_fails_has_its_side_effects_once(kind):
     """The eager gradient compiles the loss; a loss that reads an array's value (`float(x.sum())` on
     data) cannot be traced and runs op by op. The failed trace's side effects stayed, so the first call
@@ -385,3 +385,32 @@ def test_a_gradient_whose_trace_fails_has_its_side_effects_once(kind):
     assert got[2:] == want[2:]
     if kind not in draws:
         assert max(want[2]) == 3 * (2 if kind == "slot" else 1)
+
+
+@pytest.mark.parametrize("kind", ["global", "attribute", "item", "nested_list", "slot", "set_add"])
+@pytest.mark.parametrize("how", ["jit", "withgradient", "gradient"])
+def test_an_error_that_reaches_the_caller_leaves_the_side_effects_the_eager_call_leaves(kind, how):
+    """A loss that advances what it reads and then raises its own error (not one after which the code
+    runs again op by op): the error reaches the caller, and what the code changed before it stays
+    changed, as in the eager call. Globals and closure variables were put back after any error while
+    objects' contents were not: `global STEP` read 0 after the compiled call and 1 after the eager one."""
+    losses, reset, read = _side_effects()
+
+    def loss(mm, x):
+        losses[kind](mm, x)
+        raise ValueError("the loss's own error")
+
+    def run(eager):
+        reset()
+        m = _model()
+        f = {"jit": Flux.jit(loss), "withgradient": lambda *a: Flux.withgradient(loss, *a),
+             "gradient": lambda *a: Flux.gradient(loss, *a)}[how]
+        with Flux.eager() if eager else warnings.catch_warnings():
+            for _ in range(2):
+                with pytest.raises(ValueError, match="the loss's own error"):
+                    f(m, X_DATA)
+        return read()
+
+    want = run(True)
+    assert max(want) == 2 * (2 if kind == "slot" else 1)
+    assert run(False) == want
