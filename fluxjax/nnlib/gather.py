@@ -183,6 +183,7 @@ def _empty(kind: str, dtype) -> float | int:
     return info.min if kind == "max" else info.max
 
 
+@jax.jit  # one program: op by op, its associative scans are hundreds of small compiled calls (4 s)
 def _segment_siblings(src2: jax.Array, seg: jax.Array) -> tuple[jax.Array, jax.Array]:
     """For `src2` of shape `(L, n)` and destination ids `seg` `(n,)`: the product of the other entries with
     the same id (`siblings`) and of all of them (`group`), per column, without division (zeros are fine)."""
