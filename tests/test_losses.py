@@ -518,3 +518,20 @@ def test_ctc_loss_that_cannot_fit_is_inf_with_a_nan_gradient(y, T):
     feasible = jnp.asarray(np.random.default_rng(1).standard_normal((4, T + 2)), jnp.float32)
     g = fluxjax.gradient(lambda a: losses.ctc_loss(a, yy), feasible)[0]
     assert np.isfinite(float(losses.ctc_loss(feasible, yy))) and np.all(np.isfinite(g))
+
+
+@pytest.mark.parametrize("jit", [True, False])
+def test_mae_gradient_at_a_zero_error_is_zygotes_zero(jit):
+    """Zygote differentiates `abs` by ChainRules' `sign(x)`, 0 at the origin (Zygote test/complex.jl,
+    issue 1529: `gradient(x -> sum(abs.(x)), [0f0]) == [0]`, complex too); JAX's `jnp.abs` gives 1 there,
+    so `mae(ŷ, y)` where `ŷ == y` had gradient `[0.5, 0.5]` instead of `[0, 0]`."""
+    y = jnp.array([0.0, 1.0, -2.0])
+    g = fluxjax.gradient(lambda yh: losses.mae(yh, y), jnp.array([0.0, 1.0, -1.0]), jit=jit)[0]
+    np.testing.assert_allclose(np.asarray(g), [0.0, 0.0, 1 / 3], rtol=1e-6, atol=0)
+    g = fluxjax.gradient(lambda yh: losses.mae(yh, y, agg=jnp.sum), jnp.array([0.5, 0.5, -2.5]), jit=jit)[0]
+    np.testing.assert_array_equal(np.asarray(g), [1.0, -1.0, -1.0])  # sign(ŷ - y) away from 0
+    z = jnp.array([0j, 3 + 4j], jnp.complex64)  # Zygote: 0 at the origin, conj-free z/|z| elsewhere
+    g = fluxjax.gradient(lambda v: losses.mae(v, jnp.zeros(2, jnp.complex64), agg=jnp.sum), z, jit=jit)[0]
+    np.testing.assert_allclose(np.asarray(g), [0, 0.6 + 0.8j], rtol=1e-6)
+    assert np.isfinite(np.asarray(g)).all()
+    assert float(jax.grad(jax.grad(lambda v: losses.mae(v, 1.0)))(1.5)) == 0.0  # second order through the rule

@@ -50,6 +50,18 @@ def plain_with_parameters(v) -> bool:
     return any(_holds_param(e, 2) for e in d.values())
 
 
+def plain_with_numbers(v) -> list[str]:
+    """The fields of a plain object (as `plain_with_parameters`'s) that hold a Python float or complex
+    number (not a bool or int: sizes and counts), which Zygote would differentiate as a struct's fields."""
+    d = getattr(v, "__dict__", None)
+    t = type(v)
+    if type(d) is not dict or isinstance(v, (type, types.ModuleType, types.FunctionType, types.MethodType)):
+        return []
+    if hasattr(t, "__fluxjax_key__") or t.__module__.partition(".")[0] in ("fluxjax", "jax", "optax", "numpy"):
+        return []
+    return [k for k, e in d.items() if isinstance(e, (float, complex, np.floating, np.complexfloating))]
+
+
 def find_plain(v, pytrees: bool = False) -> Any:
     """The first `plain_with_parameters` object in `v` or in its lists, tuples and dicts (not inside
     layers), or None. With `pytrees`, also a pytree node of another library (a `flax.nnx.Module`) with

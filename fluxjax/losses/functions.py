@@ -101,6 +101,24 @@ def _sum(x: jax.Array, dims: Dims) -> jax.Array:
     return jnp.sum(x, axis=dims, keepdims=True)
 
 
+@jax.custom_jvp
+def _abs(x: jax.Array) -> jax.Array:
+    """`abs` with ChainRules' derivative, as Zygote differentiates it (issue 1529): `sign(x)` for a real
+    `x`, `Re(conj(z) dz) / |z|` for a complex one, and 0 at the origin, where JAX's `jnp.abs` gives 1
+    (NaN for a complex zero): `mae(ŷ, y)` where `ŷ == y` has gradient 0, as Flux's."""
+    return jnp.abs(x)
+
+
+@_abs.defjvp
+def _abs_jvp(primals, tangents):
+    (x,), (t,) = primals, tangents
+    y = jnp.abs(x)
+    if jnp.iscomplexobj(x):
+        zero = y == 0
+        return y, jnp.where(zero, 0, jnp.real(jnp.conj(x) * t) / jnp.where(zero, 1, y))
+    return y, jnp.sign(x) * t
+
+
 def _abs2(x: jax.Array) -> jax.Array:
     if jnp.iscomplexobj(x):
         return jnp.real(x) ** 2 + jnp.imag(x) ** 2
@@ -376,7 +394,7 @@ def siamese_contrastive_loss(yhat: Any, y: Any, *, agg: Agg = jnp.mean, margin: 
 
 @_kernel
 def _k_mae(yhat, y):
-    return jnp.abs(yhat - y)
+    return _abs(yhat - y)
 
 
 @_kernel

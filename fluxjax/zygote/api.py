@@ -366,8 +366,9 @@ def _jacobian_vjp(plan):
 
 
 def withjacobian(f: Callable, *args) -> WithGradient:
-    """`(val, jacobians)`: for an array argument `a`, `J[k, i] = ∂vec(y)[k] / ∂vec(a)[i]`; for complex
-    numbers, Zygote's convention (row `k` is `back(e_k)`, see `pullback`).
+    """`(val, jacobians)`: for an array argument `a`, `J[k, i] = ∂vec(y)[k] / ∂vec(a)[i]`; for a complex
+    argument, Zygote's convention (row `k` is `back(e_k)`, see `pullback`). A complex `y` raises, as in
+    Zygote: take the jacobians of its real and imaginary parts.
 
     ```python
     >>> withjacobian(jnp.cumsum, jnp.array([1.0, 2.0, 3.0]))   # Zygote: val = [1, 3, 6], grad = ([1 0 0; 1 1 0; 1 1 1],)
@@ -388,6 +389,10 @@ def withjacobian(f: Callable, *args) -> WithGradient:
             f"jacobian expected a function which returns an array, or a scalar, got {_describe(y)} (as Zygote's "
             "ArgumentError); take the jacobian of each output separately"
         )
+    if jnp.iscomplexobj(y):  # (with a real basis, the rows would hold the real part's derivatives only)
+        raise TypeError(
+            f"jacobian does not accept complex output (as Zygote's ArgumentError); f returned {y.dtype} values: "
+            "take the jacobians of jnp.real(f(x)) and jnp.imag(f(x)) instead")
     jac = _jacobian_rows(plan, y, back)
     yshape = np.shape(y)
     mats = [_vec_jacobian(J, yshape, np.shape(x)) for J, x in zip(jac, plan.primals)]
@@ -436,10 +441,17 @@ def _hessian(f: Callable, x, fn: str, second: Callable) -> Any:
     if len(plan.primals) != 1:
         raise TypeError(f"{fn}(f, x): x must be a single number or float array")
     x0 = plan.primals[0]
+    _real_argument(x0, fn)
     H = second(lambda z: _scalar(plan.fx(z)[0], fn))(x0)
     if np.ndim(x0) == 0:  # Zygote: a number for a number, `hessian(sin, pi/2) == -1.0`
         return jnp.reshape(H, ())
     return _vec_jacobian(H, np.shape(x0), np.shape(x0))
+
+
+def _real_argument(x, fn: str) -> None:
+    if jnp.iscomplexobj(x):
+        raise TypeError(f"{fn}(f, x): x is complex ({jnp.result_type(x)}), and {fn} takes real arguments, as Zygote's "
+                        "(which fails there too): pass the real and imaginary parts as separate real arguments")
 
 
 def _scalar(y, fn: str):
@@ -463,6 +475,7 @@ def diaghessian(f: Callable, *args) -> tuple:
     plan = _plan(f, args, "diaghessian")
     out = []
     for k, x in enumerate(plan.primals):
+        _real_argument(x, "diaghessian")
 
         def fk(z, k=k):
             xs = list(plan.primals)

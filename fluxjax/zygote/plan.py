@@ -13,6 +13,7 @@ import numpy as np
 
 from ..compiled.entry import use_plain_order
 from ..core.layer import LAYER_TYPES, is_array, is_float_array, is_layer, structure_version
+from ..core.plain import plain_with_numbers
 from ..core.region import commit, run_in_region
 from ..core.region import written as _written
 from ..core.walk import NUMBER_TYPES, STATE, Slot, is_visited, walk
@@ -237,11 +238,33 @@ def _differentiable(w) -> list[int]:
     ]
 
 
+def _refuse_plain_numbers(args: list, name: str) -> None:
+    """An argument (or an item of a list, tuple or dict argument) that is a plain object holding Python
+    floats: Zygote differentiates a struct's number fields (`gradient(x -> x.value^2, S(3.0))` is
+    `((value = 6.0,),)`); fluxjax keeps a plain object constant, so it would get `None` in silence."""
+    todo = [(f"argument {k + 1}", a) for k, a in enumerate(args)]
+    while todo:
+        where, v = todo.pop()
+        t = type(v)
+        if t is dict:
+            todo.extend((f"{where}[{k!r}]", e) for k, e in v.items())
+        elif t in (list, tuple) or (isinstance(v, tuple) and hasattr(v, "_fields")):
+            todo.extend((f"{where}[{k}]", e) for k, e in enumerate(v))
+        elif not is_layer(v) and (fields := plain_with_numbers(v)):
+            raise TypeError(
+                f"{name}: {where} is a {t.__module__}.{t.__qualname__} object, which is not a fluxjax layer, "
+                f"holding Python numbers ({', '.join(fields)}). Zygote differentiates a struct's number "
+                "fields; fluxjax keeps a plain object constant, so they would silently get no gradient. Pass "
+                f"the numbers as arguments ({name}(f, obj.{fields[0]}, ...)), or hold them as arrays in a "
+                "@fluxjax.layer; for constants, close over the object instead of passing it.")
+
+
 def _explicit_plan(f, args, name, static=frozenset()) -> _Plan:
     box = list(args)
     w = walk(box)
     if w.plain:
         raise_plain(w.plain[0], name)
+    _refuse_plain_numbers(box, name)
     untied = _Untied(box) if _has_tied_layer(w) else None
     if untied is not None and not untied:
         untied = None

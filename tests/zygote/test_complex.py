@@ -2,7 +2,8 @@
 ported cases are in compat/cases_zygote_complex.py).
 
 For a real `f` of `z = x + iy`, Zygote's gradient is `∂f/∂x + i·∂f/∂y`, the conjugate of `jax.grad`;
-its pullback is `back(dy) = conj(vjp(conj(dy)))`; its jacobian's row `k` is `back(e_k)`. References
+its pullback is `back(dy) = conj(vjp(conj(dy)))`; its jacobian (of a real output: a complex one raises, as in Zygote) has
+row `k` `back(e_k)`. References
 here are central finite differences in complex128 NumPy.
 """
 
@@ -78,23 +79,6 @@ def test_pullback_real_output_and_complex_cotangent():
     (g,) = back(jnp.asarray(dy, jnp.complex64))
     want = fd_grad(lambda w: float(np.sum(np.real(np.conj(dy) * fnp(w)))), Z0)
     np.testing.assert_allclose(np.asarray(g), want, rtol=1e-4, atol=1e-4)
-
-
-def test_jacobian_rows_are_pullbacks_of_unit_vectors():
-    z = jnp.asarray(Z0, jnp.complex64)
-    f = lambda z: jnp.conj(z) * z[0] + 2j * z  # noqa: E731
-    fnp = lambda z: np.conj(z) * z[0] + 2j * z  # noqa: E731
-    (J,) = jacobian(f, z)
-    assert J.shape == (3, 3)
-    for k in range(3):  # row k = back(e_k) = gradient of Re(f_k)
-        want = fd_grad(lambda w, k=k: float(np.real(fnp(w)[k])), Z0)
-        np.testing.assert_allclose(np.asarray(J[k]), want, rtol=1e-4, atol=1e-4)
-    # holomorphic: J = conj(f'(z)), here f(z) = z² elementwise
-    (J,) = jacobian(lambda z: z**2, z)
-    np.testing.assert_allclose(np.asarray(J), np.diag(np.conj(2 * Z0)), rtol=1e-5)
-    # real input, complex output: only the real part pulls back
-    (J,) = jacobian(lambda x: (1 + 2j) * x, jnp.asarray([1.0, 2.0]))
-    np.testing.assert_allclose(np.asarray(J), np.eye(2), rtol=1e-6)
 
 
 def test_implicit_params_gradient():
@@ -217,3 +201,44 @@ def test_python_complex_scalar_in_pullback_and_jacobian():
     np.testing.assert_allclose(complex(back(1.0)[0]), 2.0 + 4.0j, rtol=1e-6)
     (J,) = jacobian(lambda z: jnp.stack([jnp.abs(z) ** 2, jnp.real(z)]), 1.0 + 2.0j)
     np.testing.assert_allclose(np.asarray(J), [2.0 + 4.0j, 1.0], rtol=1e-6)
+
+
+W_C = jnp.array([1.0 + 2.0j, -0.5j])
+
+
+@pytest.mark.parametrize("case", ["times i", "exp(ix)", "scalar sum", "real input, Params", "complex input",
+                                  "withjacobian"])
+def test_jacobian_of_a_complex_output_raises_as_zygote(case):
+    """Zygote's jacobian refuses complex output (src/lib/grad.jl `_jvec`, test/utils.jl:70-71). Its rows
+    were pullbacks of a real basis, which with a real input kept the real part's derivatives only:
+    `jacobian(x -> x * 1j, [1, 2])` was a zero matrix, `withjacobian(x -> x * (1+2i), [1])` was [[1]]."""
+    x = jnp.array([1.0, 2.0])
+    call = {
+        "times i": lambda: jacobian(lambda v: v * 1j, x),
+        "exp(ix)": lambda: jacobian(lambda v: jnp.exp(1j * v), 0.5),
+        "scalar sum": lambda: jacobian(jnp.sum, jnp.array([1.0, 2.0, 3.0 + 1.0j])),
+        "real input, Params": lambda: jacobian(lambda: W_C * x, params([x])),
+        "complex input": lambda: jacobian(lambda v: v * 2, W_C),
+        "withjacobian": lambda: fluxjax.withjacobian(lambda v: v * (1 + 2j), jnp.array([1.0])),
+    }[case]
+    with pytest.raises(TypeError, match="jacobian does not accept complex output"):
+        call()
+
+
+def test_a_real_output_of_a_complex_input_keeps_its_jacobian():
+    """Zygote test/utils.jl `j6`: `jacobian((x, y) -> abs2.(x .* y), [1+i, 2], 3+4i)`, whose first row is
+    the gradient of the first output."""
+    x, y = jnp.array([1 + 1j, 2 + 0j]), jnp.asarray(3 + 4j)
+    j = jacobian(lambda a, b: jnp.abs(a * b) ** 2, x, y)
+    g = gradient(lambda a, b: (jnp.abs(a * b) ** 2)[0], x, y)
+    np.testing.assert_allclose(np.asarray(j[0][0]), np.asarray(g[0]), rtol=1e-6)
+    np.testing.assert_allclose(complex(j[1][0]), complex(g[1]), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(g[0]), [2 * 25 * (1 + 1j), 0], rtol=1e-6)  # 2|y|² x, only entry 0
+
+
+@pytest.mark.parametrize("fn", ["hessian", "hessian_reverse", "diaghessian"])
+def test_hessians_of_a_complex_argument_name_the_argument(fn):
+    """Zygote's hessians fail on complex arguments too; the error was JAX's jacfwd message, whose hint
+    (`holomorphic=True`) does not apply to a real loss."""
+    with pytest.raises(TypeError, match=f"{fn}.*x is complex .*complex64.*real and imaginary parts"):
+        getattr(fluxjax, fn)(lambda v: jnp.sum(jnp.abs(v) ** 2), jnp.array([1.0 + 1j]))
