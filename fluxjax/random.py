@@ -7,10 +7,14 @@ never differentiated, trivially saved and loaded.
 from __future__ import annotations
 
 import numbers
+import os
+import sys
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax._src import core as jax_core  # the trace now under way: no public API
+from jax._src.interpreters.partial_eval import DynamicJaxprTrace
 
 
 class DefaultRNG:
@@ -32,9 +36,11 @@ default_rng = DefaultRNG()
 _thread: dict = {}
 
 
-def use_state_thread(current_region, rebind) -> None:
-    """Called by fluxjax.core.region: random draws inside a region advance the key through it."""
-    _thread.update(current_region=current_region, rebind=rebind)
+def use_state_thread(current_region, rebind, region_key) -> None:
+    """Called by fluxjax.core.region: random draws inside a region advance the key through it, or take
+    the region's own (`region_key()`: a key from the `rng` a region was given, `False` inside
+    `functional`'s `apply` without one, else None)."""
+    _thread.update(current_region=current_region, rebind=rebind, region_key=region_key)
 
 
 def seed_(n: int) -> None:
@@ -71,12 +77,61 @@ def next_key() -> jax.Array:
     now, on the concrete key (the subkey is then a constant of that traced program)."""
     key = default_key()
     if _thread and _thread["current_region"]() is not None:
+        given = _thread["region_key"]()
+        if given is False:
+            raise ValueError(
+                "functional's apply: a random draw from the global key (dropout(x, p), rrelu, rand_like, a cell "
+                "that draws) inside apply would be the same at every call: apply is pure, and the global key is "
+                "not among its inputs. Pass rng=key to apply, which feeds such draws (a new key each step)")
+        if given is not None:
+            return given
         key, sub = jax.random.split(key)
         _thread["rebind"](default_rng, "key", key)
         return sub
     with jax.ensure_compile_time_eval():
         default_rng.key, sub = jax.random.split(key)
     return sub
+
+
+def _staged() -> bool:
+    """Whether a JAX transformation that stages a program (`jax.jit`, `lax.scan`, `lax.fori_loop`,
+    `jax.eval_shape`) is tracing now, also beneath a `jax.grad` or `jax.vmap` of it."""
+    ctx = getattr(jax_core, "trace_ctx", None)
+    t = None if ctx is None else ctx.trace
+    for _ in range(64):
+        if t is None:
+            return False
+        if isinstance(t, DynamicJaxprTrace):
+            return True
+        t = getattr(t, "parent_trace", None)
+    return False
+
+
+def _shapes_only() -> bool:
+    """Whether the trace under way is `jax.eval_shape`'s (whose values nobody reads): its frame is on
+    the stack (the trace itself is the same kind as `jax.jit`'s)."""
+    f = sys._getframe(2)
+    while f is not None:
+        code = f.f_code
+        if code.co_name == "eval_shape" and os.path.join("jax", "_src") in code.co_filename:
+            return True
+        f = f.f_back
+    return False
+
+
+def draw_key(rng, what: str) -> jax.Array:
+    """`resolve_key(rng, what)` for a draw in a forward pass (`dropout(x, p)`, `rrelu`, `rand_like`).
+    With `rng=None` under a plain JAX transformation that stages a program (no fluxjax call around it),
+    the key split off the global one would be a constant of that program: the same noise at every call
+    of a `jax.jit` function and at every step of a `lax.scan`, where Flux draws anew. That raises."""
+    if rng is None and not (_thread and _thread["current_region"]() is not None) and _staged() and not _shapes_only():
+        raise RuntimeError(
+            f"{what} drew from the global key under a JAX transformation (jax.jit, lax.scan, lax.fori_loop) "
+            "outside fluxjax's calls: the key would be a constant of the traced program, the same noise at "
+            "every call and every step (Flux draws anew). Pass a key (dropout(key, x, p), rng=key) split from "
+            "one you thread through the loop, or trace with fluxjax.jit / gradient / train_, which thread the "
+            "global key, or use functional's apply(..., rng=key)")
+    return resolve_key(rng, what)
 
 
 ACCEPTED = ("None (a key drawn from the global RNG, see seed_), an int seed (a Python int, a NumPy integer such as "

@@ -375,5 +375,18 @@ def checked_notes(noted: list) -> Checked:
     return Checked(failed, value, tuple(message for _, _, message in noted))
 
 
-random_use_state_thread(current_region, rebind)
+def region_key():
+    """For a draw from the global key in the innermost region: a key from the `rng` it was given
+    (`functional`'s `apply(..., rng=key)`), `False` in `apply` without one, else None (the global key,
+    through the state thread)."""
+    stack = _stack()
+    if not stack:
+        return None
+    r = stack[-1]
+    if r.rng is not None:
+        return r.take_key()
+    return False if r.explicit else None
+
+
+random_use_state_thread(current_region, rebind, region_key)
 layer_use_state_thread(current_region, set_traced_attribute)

@@ -38,12 +38,12 @@ from jax._src.core import trace_state_clean  # no public API says whether a trac
 from ..compiled.call import jit as fluxjax_jit
 from ..compiled.pure import is_eager
 from ..core.layer import state_fields
-from ..core.region import current_region, rebind, run_in_region
+from ..core.region import current_region, rebind, region_key, run_in_region
 from ..core.undo import TRACE_ERRORS
 from ..core.walk import Slot
 from ..errors import DimensionMismatch
 from ..functors import all_layers
-from ..random import default_key, default_rng, next_key
+from ..random import default_key, default_rng, draw_key, next_key
 from .recurrent_cells import _BUILTIN_CELLS, RNNCell, _as_state, _col
 
 _LIBRARIES = ("fluxjax", "jax", "numpy")
@@ -192,14 +192,21 @@ def _scan_general(cell: Any, x: jax.Array, state: Any) -> tuple[Any, Any]:
 
     try:
         carry = _carry_like(probe, jax.ShapeDtypeStruct(xs.shape[1:], xs.dtype), state)
+        threaded = False  # the region takes the advanced global key back
         if drew[0] and region is None:
-            # under a plain jax transformation no region takes the advanced key back: the draws are
-            # constants of that program, from a key split off the global one now (as `next_key` does)
-            key = next_key()
+            # no region takes the advanced key back: a key split off the global one now (under a plain
+            # jax.jit that raises: each call would draw the same)
+            key = draw_key(None, f"{type(cell).__name__}'s random draw")
+        elif drew[0]:
+            given = region_key()  # in functional's apply: a key from its rng (without one: next_key raises)
+            if given is False:
+                next_key()
+            threaded = given is None
+            key = key if given is None else given
         (last, key), ys = jax.lax.scan(body, (carry, key), xs)
     except (_Unroll, *TRACE_ERRORS):
         return _unroll(cell, x, state)
-    if drew[0] and region is not None:
+    if threaded:
         rebind(default_rng, "key", key)
     return jax.tree_util.tree_map(lambda a: jnp.moveaxis(a, 0, 1), ys), last
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from .._checks import is_int
 from ..core.layer import is_array
-from ..random import resolve_key
+from ..random import draw_key
 
 __all__ = ["zeros_like", "ones_like", "fill_like", "trues_like", "falses_like", "rand_like", "randn_like"]
 
@@ -112,7 +112,7 @@ def _random_like(draw: Callable, x: Any, args: tuple, rng: Any, what: str) -> ja
     dtype, shape = _like(x, args, what)
     if not jnp.issubdtype(dtype, jnp.floating):
         raise TypeError(f"{what}: draws floats; got dtype {dtype} (pass a float dtype: {what}(x, jnp.float32))")
-    return draw(resolve_key(rng), shape, dtype)
+    return draw(draw_key(rng, what), shape, dtype)
 
 
 def rand_like(x: Any, *args: Any, rng: Any = None) -> jax.Array:

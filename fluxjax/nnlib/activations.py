@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from ..random import resolve_key
+from ..random import draw_key
 
 ArrayLike = jax.typing.ArrayLike
 
@@ -190,7 +190,7 @@ def rrelu(x: ArrayLike, lo: float = 1 / 8, hi: float = 1 / 3, *, rng=None) -> ja
     ```
     """
     x = _real(x, "rrelu")
-    key = resolve_key(rng)
+    key = draw_key(rng, "rrelu")
     a = jax.random.uniform(key, x.shape, x.dtype, minval=lo, maxval=hi)
     return jnp.where(x > 0, x, a * x)
 

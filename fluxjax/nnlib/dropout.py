@@ -8,7 +8,7 @@ import numpy as np
 from jax._src.interpreters.batching import BatchTracer  # no public API says whether a value is vmapped
 
 from ..core.region import explicit_state
-from ..random import resolve_key
+from ..random import draw_key
 from .axes import axes
 
 
@@ -75,5 +75,5 @@ def dropout(*args, dims=None, active: bool = True):
     else:
         keep_axes = axes("dropout", dims, x.shape)
         shape = tuple(s if i in keep_axes else 1 for i, s in enumerate(x.shape))
-    keep = jax.random.bernoulli(resolve_key(rng), 1 - p, shape)
+    keep = jax.random.bernoulli(draw_key(rng, "dropout(x, p)"), 1 - p, shape)
     return jnp.where(keep, x / (1 - p), jnp.zeros((), x.dtype)).astype(x.dtype)

@@ -18,7 +18,7 @@ from ..core.region import commit, run_in_region
 from ..core.region import written as _written
 from ..core.walk import NUMBER_TYPES, STATE, Slot, is_visited, walk
 from .implicit import Grads, Params, raise_plain
-from .tangent import _rebuild
+from .tangent import Tangent, _rebuild
 
 
 class _Plan:
@@ -455,6 +455,8 @@ def _map_containers(v, f):
     t = type(v)
     if t is dict or t is _Ordered:
         return f({k: _map_containers(e, f) for k, e in v.items()})
+    if t is Tangent:  # a layer's gradient: a named Chain's `layers` dict
+        return Tangent(v.primal_type, {k: _map_containers(e, f) for k, e in v.fields.items()})
     if t is list:
         return [_map_containers(e, f) for e in v]
     if isinstance(v, tuple):

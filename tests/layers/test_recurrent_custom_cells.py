@@ -223,11 +223,17 @@ def test_function_cell_reads_its_closure_afresh():
     close(m(X, H0), unrolled(cell, X, H0)[0])
 
 
-def test_plain_jax_jit_draws_differ_per_step():
+def test_a_cell_that_draws_under_a_plain_jax_jit_raises_and_under_fluxjax_jit_draws_anew():
+    """Under a plain `jax.jit` the scan's key, split off the global one while tracing, was a constant of
+    the program: the steps differed, but every call drew the same noise. That raises now; `fluxjax.jit`
+    threads the global key, so steps and calls differ, as Flux's draws."""
     pure = Flux.Recurrence(NoisyCell())
     pure.cell.d.weight = jnp.zeros_like(pure.cell.d.weight)
-    y = jax.jit(lambda x: pure(x))(X)
-    assert not np.allclose(y[:, 0], y[:, 1])
+    with pytest.raises(RuntimeError, match="NoisyCell's random draw drew from the global key under a JAX"):
+        jax.jit(lambda x: pure(x))(X)
+    f = Flux.jit(lambda x: pure(x))
+    y, y2 = f(X), f(X)
+    assert not np.allclose(y[:, 0], y[:, 1]) and not np.allclose(y, y2)
 
 
 # --- a field that changes shape in a compiled training step (core/region.py guard_writes) ---

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from backend import ON_CPU
 
+import fluxjax
 import fluxjax.nnlib as nn
 
 LAMBDA, ALPHA = 1.0507009873554804934193349852946, 1.6732632423543772848170429916717
@@ -253,13 +254,18 @@ def test_rrelu():
     assert not np.array_equal(y, y_other)
     np.testing.assert_array_equal(y01, [0.0, 1.0])
     assert ((z >= -1) & (z <= 0)).all()
-    # Without a key it draws from fluxjax's global RNG, at trace time: the global key stays concrete.
+    # Without a key it draws from fluxjax's global RNG. Under a plain jax.jit the key would be a constant
+    # of the program (the same slopes at every call): that raises; fluxjax.jit threads the global key.
     assert jax.eval_shape(nn.rrelu, jax.ShapeDtypeStruct((3,), jnp.bfloat16)).dtype == jnp.bfloat16
     from fluxjax import random as global_rng
 
-    a = jax.jit(lambda x: nn.rrelu(x))(-jnp.ones(4))
-    assert not isinstance(global_rng.default_rng.key, jax.core.Tracer)
-    assert ((a >= -1 / 3) & (a <= -1 / 8)).all()
+    key = global_rng.default_key()
+    with pytest.raises(RuntimeError, match=r"rrelu drew from the global key under a JAX transformation"):
+        jax.jit(lambda x: nn.rrelu(x))(-jnp.ones(4))
+    assert global_rng.default_key() is key
+    f = fluxjax.jit(lambda x: nn.rrelu(x))
+    a, b = f(-jnp.ones(4)), f(-jnp.ones(4))
+    assert ((a >= -1 / 3) & (a <= -1 / 8)).all() and not np.array_equal(a, b)
     assert not np.array_equal(nn.rrelu(-jnp.ones(4)), nn.rrelu(-jnp.ones(4)))  # the global key moves on
 
 

@@ -246,3 +246,25 @@ def test_a_layer_used_twice_gets_one_gradient_per_path_compiled_as_op_by_op():
     for a, b in zip(compiled.layers, eager.layers):
         np.testing.assert_allclose(a.weight, b.weight, rtol=1e-5, atol=1e-7)
     assert not np.allclose(compiled.layers[0].weight, compiled.layers[1].weight)
+
+
+@pytest.mark.parametrize("jit", [True, False])
+def test_dict_gradients_keep_the_arguments_key_order(jit):
+    """The compiled program's output sorted a dict's keys (JAX's pytree order): the gradient of
+    `{"b": .., "a": ..}` came back `a, b`, a named `Chain(enc=.., dec=..)`'s `layers` came back `dec, enc`,
+    so zipping the model's layers with the gradient's paired `enc` with `dec`'s gradient. Zygote keeps
+    a NamedTuple's field order; op by op kept it too."""
+    d = {"b": jnp.array(1.0), "z": {"y": jnp.array(3.0), "x": jnp.array(4.0)}, "a": jnp.array(2.0)}
+    f = lambda d: d["b"] * 10 + d["a"] + d["z"]["y"] * d["z"]["x"]  # noqa: E731
+    for g in (F.gradient(f, d, jit=jit)[0], F.withgradient(f, d, jit=jit).grad[0]):
+        assert type(g) is dict and list(g) == ["b", "z", "a"] and list(g["z"]) == ["y", "x"]
+        assert [float(v) for v in (g["b"], g["a"], g["z"]["y"], g["z"]["x"])] == [10.0, 1.0, 4.0, 3.0]
+    x = jnp.ones((2, 3))
+    c = F.Chain(enc=F.Dense(2, 2), dec=F.Dense(2, 1))
+    for _ in range(2):  # the second call reuses the program
+        gc = F.gradient(lambda c: jnp.sum(c(x)), c, jit=jit)[0]
+        assert type(gc.layers) is dict and list(gc.layers) == ["enc", "dec"]
+        for layer, grad in zip(c.layers.values(), gc.layers.values()):
+            assert grad.weight.shape == layer.weight.shape
+    want = F.gradient(lambda c: jnp.sum(c(x)), c, jit=False)[0]
+    np.testing.assert_allclose(gc.layers["dec"].weight, want.layers["dec"].weight, rtol=1e-6)
