@@ -156,15 +156,33 @@ def _container_leaf(x: Any) -> bool:
     return _is_dynamic(x) or x is None
 
 
-class _Static:
-    """Hashable, comparable wrapper for the static part of a layer (goes into the treedef)."""
+def _frozen(v: Any, depth: int = 0) -> Any:
+    """`v` with its lists, dicts and sets (inside tuples too) as tuples and frozensets: what they hold
+    now, which an edit in place (`layer.cfg["scale"] = 10.0`) does not change afterwards."""
+    t = type(v)
+    if depth < 8:
+        if t is list or t is tuple:
+            return (t, tuple(_frozen(e, depth + 1) for e in v))
+        if t is dict:
+            return (dict, tuple((k, _frozen(e, depth + 1)) for k, e in v.items()))
+        if t is set:
+            return (set, frozenset(v))
+    return v
 
-    __slots__ = ("value", "_hash")
+
+class _Static:
+    """Hashable, comparable wrapper for the static part of a layer (goes into the treedef). It compares
+    by what its lists and dicts held when the layer was flattened: holding the live container, a
+    treedef cached by `jax.jit` stayed equal to the layer's after an edit in place, and the program
+    compiled before the edit ran."""
+
+    __slots__ = ("value", "_frozen", "_hash")
 
     def __init__(self, value):
         self.value = value
+        self._frozen = _frozen(value)
         try:
-            self._hash = hash(value)
+            self._hash = hash(self._frozen)
         except TypeError:
             self._hash = hash(repr(value))
 
@@ -175,7 +193,7 @@ class _Static:
         if not isinstance(other, _Static):
             return False
         try:
-            return bool(self.value == other.value)
+            return bool(self._frozen == other._frozen)
         except Exception:
             return self.value is other.value
 
