@@ -120,6 +120,9 @@ class Params:
         return (e.value() for e in self._entries)
 
     def __getitem__(self, i):
+        """`ps[k]`, the k-th array; `ps[a:b]` a list of them (Zygote's `ps[1:2] == [x, y]`)."""
+        if isinstance(i, slice):
+            return [e.value() for e in self._entries[i]]
         return self._entries[i].value()
 
     def __contains__(self, x):

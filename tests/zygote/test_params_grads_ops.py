@@ -35,6 +35,7 @@ def test_params_on_a_list_of_bare_arrays_is_Params():
     """Flux 0.13 `params([W, b])`: the arrays are found where the loss reads them (globals)."""
     ps = params([W, B])
     assert isinstance(ps, Params) and len(ps) == 2 and ps[0] is W and ps[1] is B
+    assert ps[0:2] == [W, B] and ps[0:2][1] is B and ps[1:] == [B] and ps[-1] is B  # Zygote: ps[1:2] == [x, y]
     gs = gradient(_loss1, ps)
     gw, gb = _np_grads(X1)
     np.testing.assert_allclose(gs[W], gw, rtol=1e-5)
