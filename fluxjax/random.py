@@ -119,13 +119,17 @@ def _shapes_only() -> bool:
     return False
 
 
+class GlobalKeyUnderTrace(RuntimeError):
+    """`draw_key`'s error: a draw from the global key under a plain staging trace (see there)."""
+
+
 def draw_key(rng, what: str) -> jax.Array:
     """`resolve_key(rng, what)` for a draw in a forward pass (`dropout(x, p)`, `rrelu`, `rand_like`).
     With `rng=None` under a plain JAX transformation that stages a program (no fluxjax call around it),
     the key split off the global one would be a constant of that program: the same noise at every call
     of a `jax.jit` function and at every step of a `lax.scan`, where Flux draws anew. That raises."""
     if rng is None and not (_thread and _thread["current_region"]() is not None) and _staged() and not _shapes_only():
-        raise RuntimeError(
+        raise GlobalKeyUnderTrace(
             f"{what} drew from the global key under a JAX transformation (jax.jit, lax.scan, lax.fori_loop) "
             "outside fluxjax's calls: the key would be a constant of the traced program, the same noise at "
             "every call and every step (Flux draws anew). Pass a key (dropout(key, x, p), rng=key) split from "

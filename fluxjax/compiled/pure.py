@@ -49,7 +49,7 @@ from ..core.sharing import sharing
 from ..core.static_writes import static_writes
 from ..core.undo import TRACE_ERRORS
 from ..core.walk import ARRAY_TYPES
-from ..random import default_rng
+from ..random import GlobalKeyUnderTrace, default_rng
 from . import hostrandom
 from .access import rebuilder
 from .options import with_defaults
@@ -230,7 +230,10 @@ def _compile(fn: Callable, treedef: Any, index: list, keep: tuple, in_order: Any
         key = default_rng.key
         host = hostrandom.Snapshot()
         with sharing(), static_writes() as log:
-            res = fn(restore_order(treedef.unflatten(tracers), in_order))
+            try:
+                res = fn(restore_order(treedef.unflatten(tracers), in_order))
+            except GlobalKeyUnderTrace:  # a draw (a rule adding noise): per call, op by op
+                raise _Impure from None
             if log.changed():  # a rule that sets a field of its own: done once, at the trace
                 raise _Impure
         if host.changed():  # a custom rule drawing with np.random: per call, op by op
