@@ -201,8 +201,9 @@ def _scan_general(cell: Any, x: jax.Array, state: Any) -> tuple[Any, Any]:
             given = region_key()  # in functional's apply: a key from its rng (without one: next_key raises)
             if given is False:
                 next_key()
+            elif given is not None:
+                key = given
             threaded = given is None
-            key = key if given is None else given
         (last, key), ys = jax.lax.scan(body, (carry, key), xs)
     except (_Unroll, *TRACE_ERRORS):
         return _unroll(cell, x, state)

@@ -268,3 +268,30 @@ def test_dict_gradients_keep_the_arguments_key_order(jit):
             assert grad.weight.shape == layer.weight.shape
     want = F.gradient(lambda c: jnp.sum(c(x)), c, jit=False)[0]
     np.testing.assert_allclose(gc.layers["dec"].weight, want.layers["dec"].weight, rtol=1e-6)
+
+
+def test_the_fused_eager_loop_keeps_a_named_chains_order():
+    """`withgradient` then `update_` runs as one fused program from the second step: its gradient kept
+    the sorted order (`dec, enc`) after the plain compiled call was fixed. Numbers as op by op."""
+    from fluxjax.optimise import eagerstep
+
+    def run(jit):
+        F.seed_(0)
+        c = F.Chain(enc=F.Dense(2, 3, F.tanh), dec=F.Dense(3, 1))
+        opt = F.setup(F.Adam(0.01), c)
+        x = jnp.arange(6.0).reshape(2, 3) / 6
+        orders, losses = [], []
+        for _ in range(4):
+            loss, g = F.withgradient(lambda m: jnp.sum(m(x) ** 2), c, jit=jit)
+            orders.append((list(g[0].layers), type(g[0].layers)))
+            losses.append(float(loss))
+            F.update_(opt, c, g[0])
+        return orders, losses, np.asarray(c.layers["enc"].weight)
+
+    before = eagerstep.stats["fused"]
+    got = run(True)
+    assert eagerstep.stats["fused"] > before  # the fused program ran
+    want = run(False)
+    assert got[0] == [(["enc", "dec"], dict)] * 4 == want[0]
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-5)
+    np.testing.assert_allclose(got[2], want[2], rtol=1e-5)
