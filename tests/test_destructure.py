@@ -231,3 +231,33 @@ def test_destructure_of_tied_arrays_inside_gradient_is_upstreams(jit):
     inner = Flux.gradient(lambda m: jnp.sum(destructure(m)[1](destructure(m)[0])["y"]), m4, jit=jit)[0]
     np.testing.assert_allclose(inner["x"], [1.0, 1.0, 1.0])
     assert inner["y"] is None
+
+
+@Flux.layer(trainable=("y", "x"))
+class _YFirst:
+    """`trainable=` in another order than the fields (Optimisers.jl's test/destructure.jl `Foo`)."""
+
+    def __init__(self, x, y):
+        self.x, self.y = x, y
+
+
+def test_trainable_fields_are_walked_in_field_order_whatever_the_order_of_trainable():
+    """Optimisers.jl merges `trainable`'s result back into field order (src/interface.jl `_trainable`):
+    `destructure`, `trainables` and `re` went by the tuple's order, so a flat vector from Julia was
+    loaded into the wrong fields (`re([10, 20, 30, 40]).x` was [30, 40])."""
+    m = _YFirst(jnp.array([1.0, 2.0]), jnp.array([3.0, 4.0]))
+    flat, re = Flux.destructure(m)
+    np.testing.assert_array_equal(flat, [1.0, 2.0, 3.0, 4.0])
+    assert [np.asarray(a).tolist() for a in Flux.trainables(m)] == [[1.0, 2.0], [3.0, 4.0]]
+    r = re(jnp.array([10.0, 20.0, 30.0, 40.0]))
+    np.testing.assert_array_equal(r.x, [10.0, 20.0])
+    np.testing.assert_array_equal(r.y, [30.0, 40.0])
+    assert list(Flux.trainable(m)) == ["x", "y"]
+    m1 = jnp.array([1.0, 2.0, 3.0])  # tied (upstream: g8[1].x == [2, 4, 6], the first place by field)
+    g = Flux.gradient(lambda mm: jnp.sum(Flux.destructure(mm)[0] ** 2), _YFirst(m1, m1))[0]
+    np.testing.assert_allclose(g.x, [2.0, 4.0, 6.0])
+    assert g.y is None
+    s = Flux.setup(Flux.Descent(0.1), m)
+    Flux.update_(s, m, Flux.gradient(lambda mm: jnp.sum(mm.x) + 2 * jnp.sum(mm.y), m)[0])
+    np.testing.assert_allclose(m.x, [0.9, 1.9], rtol=1e-6)
+    np.testing.assert_allclose(m.y, [2.8, 3.8], rtol=1e-6)

@@ -450,8 +450,8 @@ def trainable(x: Any) -> dict[str, Any]:
     names = getattr(type(x), "__fluxjax_trainable__", None)
     st = state_fields(x)
     ch = children(x)
-    if names is not None:
-        return {k: ch[k] for k in names if k in ch}
+    if names is not None:  # in field order, whatever the order of `trainable=`, as Optimisers.jl walks them
+        return {k: v for k, v in ch.items() if k in names}
     return {k: v for k, v in ch.items() if k not in st}
 
 
