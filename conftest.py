@@ -5,13 +5,6 @@ import os
 # The suite runs in one process per core (pytest-xdist, see pyproject.toml): on a GPU each would
 # otherwise reserve 75% of its memory when it starts.
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-# Most of the suite's time is XLA compiling thousands of tiny programs, each run once or twice: without
-# LLVM's optimisation passes it compiles about a fifth faster, and computes the same numbers (no flag
-# here allows reassociation or fast math). Flags of one's own in XLA_FLAGS are kept; naming an
-# optimisation level there turns this off. Benchmarks and user code never see it.
-if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
-    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
-                               + " --xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true").strip()
 
 import jax  # noqa: E402
 import pytest  # noqa: E402
