@@ -28,7 +28,8 @@ def _step(m, opt_state, x):
     return loss
 
 
-@pytest.mark.parametrize("rule", [Flux.Adam(0.01), Flux.Descent(0.1)], ids=["Adam", "Descent"])
+@pytest.mark.parametrize("rule", [Flux.Adam(0.01), pytest.param(Flux.Descent(0.1), marks=pytest.mark.slow)],
+                         ids=["Adam", "Descent"])
 def test_conv_autoencoder_trains_eagerly_and_jitted_with_same_stats(rule):
     # Adam's first steps are ≈ lr·sign(g): where a gradient entry is ~0, float32 rounding differences
     # between the fused (jit) and op-by-op (eager) programs flip its sign, so the runs drift apart by

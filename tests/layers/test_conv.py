@@ -562,6 +562,7 @@ def _lenet():
     )
 
 
+@pytest.mark.slow  # (long; the default run keeps its smaller siblings)
 def test_lenet_forward_backward():
     m = _lenet()
     assert outputsize(m, (28, 28, 1, 1)) == (10, 1)

@@ -494,6 +494,7 @@ def _embedding():
     return Embedding
 
 
+@pytest.mark.slow  # (long; the default run keeps its smaller siblings)
 def test_lstm_language_model_and_jit():
     vocab, emb, hidden, L, B = 11, 6, 8, 5, 3
     rng = np.random.default_rng(7)
@@ -555,7 +556,7 @@ def test_gates_use_xlas_tanh_and_logistic():
         np.testing.assert_array_max_ulp(nn.tanh_fast(x), jnp.tanh(x), maxulp=6)
 
 
-@pytest.mark.parametrize("kind", ["RNN", "LSTM", "GRU", "GRUv3"])
+@pytest.mark.parametrize("kind", ["RNN", "LSTM", *(pytest.param(k, marks=pytest.mark.slow) for k in ("GRU", "GRUv3"))])
 def test_sequence_gradient_equals_the_unrolled_cells(kind):
     """The layer (one scan, batch-major inside) against its cell stepped in Python (Flux's layout), in
     reverse and forward mode; and a vector state broadcast over the batch."""

@@ -550,9 +550,17 @@ def _swap(m, opt, spare):
     opt.ls[0], opt.ls[1] = opt.ls[1], opt.ls[0]
 
 
-@pytest.mark.parametrize("change", [_replace_layer, _reset_state, _swap])
-@pytest.mark.parametrize("where", ["before", "between"])
-@pytest.mark.parametrize("mode", ["fused", "jit"])
+def _replaced_cases():
+    """Every change, place and mode; under `Flux.jit` (slower to compile) one change per place by default."""
+    for mode in ("fused", "jit"):
+        for where in ("before", "between"):
+            for change in (_replace_layer, _reset_state, _swap):
+                slow = mode == "jit" and change is not (_swap if where == "before" else _replace_layer)
+                yield pytest.param(change, where, mode, id=f"{mode}-{where}-{change.__name__}",
+                                   marks=pytest.mark.slow if slow else ())
+
+
+@pytest.mark.parametrize("change, where, mode", list(_replaced_cases()))
 def test_list_items_replaced_between_steps(change, where, mode, _fresh):
     """A layer, or a layer's optimiser state, replaced inside a list (no attribute is set, so the structure
     version does not move) is where the next step goes: the fused step and a `Flux.jit` step walk the

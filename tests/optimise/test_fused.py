@@ -167,7 +167,8 @@ def _norm_outside(fuse, depth):
     return out, np.asarray(norm.mu)
 
 
-@pytest.mark.parametrize("depth", [1, PLAIN_DEPTH, PLAIN_DEPTH + 1], ids=["held", "nested", "outside-the-walk"])
+@pytest.mark.parametrize("depth", [1, *(pytest.param(d, marks=pytest.mark.slow) for d in (PLAIN_DEPTH, PLAIN_DEPTH + 1))],
+                         ids=["held", "nested", "outside-the-walk"])
 def test_a_batchnorm_held_by_a_plain_object(depth, scans):
     """A plain object holding layers (directly or through up to `PLAIN_DEPTH` plain objects), read by the
     loss, is walked: its BatchNorm's statistics are carried (and are inputs of the compiled step, not

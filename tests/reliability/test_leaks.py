@@ -130,6 +130,7 @@ def _eager_gradients(n, stateful):
         assert not np.array_equal(np.array(m[1].mu), np.zeros(8, np.float32))  # the state thread committed
 
 
+@pytest.mark.slow  # (long; the default run keeps its smaller siblings)
 def test_eager_gradient_calls_do_not_leak():
     _eager_gradients(1_000, stateful=False)
 
@@ -180,6 +181,7 @@ def test_train_loop_does_not_leak_or_recompile_across_epochs():
     assert train_module._compiled.compilations == size
 
 
+@pytest.mark.slow  # (long; the default run keeps its smaller siblings)
 def test_pure_functional_steps_do_not_leak_or_recompile():
     m = _tiny()
     params, state, apply = F.functional(m)
