@@ -38,8 +38,7 @@ _thread: dict = {}
 
 def use_state_thread(current_region, rebind, region_key) -> None:
     """Called by fluxjax.core.region: random draws inside a region advance the key through it, or take
-    the region's own (`region_key()`: a key from the `rng` a region was given, `False` inside
-    `functional`'s `apply` without one, else None)."""
+    the region's own (`region_key()`: a key from the `rng` a region was given, else None)."""
     _thread.update(current_region=current_region, rebind=rebind, region_key=region_key)
 
 
@@ -77,12 +76,7 @@ def next_key() -> jax.Array:
     now, on the concrete key (the subkey is then a constant of that traced program)."""
     key = default_key()
     if _thread and _thread["current_region"]() is not None:
-        given = _thread["region_key"]()
-        if given is False:
-            raise ValueError(
-                "functional's apply: a random draw from the global key (dropout(x, p), rrelu, rand_like, a cell "
-                "that draws) inside apply would be the same at every call: apply is pure, and the global key is "
-                "not among its inputs. Pass rng=key to apply, which feeds such draws (a new key each step)")
+        given = _thread["region_key"]()  # (functional's apply: its rng; without one this raises)
         if given is not None:
             return given
         key, sub = jax.random.split(key)

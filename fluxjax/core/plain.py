@@ -37,29 +37,31 @@ def _plain_holding_layer(v, depth: int = PLAIN_DEPTH) -> bool:
     return d is not None and any(_holds_layer(e, depth - 1) for e in d.values())
 
 
-def plain_with_parameters(v) -> bool:
-    """A plain object (an instance `__dict__`, no `@layer`; fluxjax's own classes excepted) with a float
-    array or a layer among its fields (or in a list/tuple/dict field). Flux walks any struct; fluxjax
-    walks layers only, so such an object is refused where it would silently get no gradient."""
+def _user_fields(v) -> dict | None:
+    """The fields of a user's plain object (an instance `__dict__`, no `@layer`; the classes of fluxjax,
+    JAX, optax and NumPy, and classes keyed by `__fluxjax_key__`, excepted), else None."""
     d = getattr(v, "__dict__", None)
     t = type(v)
     if type(d) is not dict or isinstance(v, (type, types.ModuleType, types.FunctionType, types.MethodType)):
-        return False
+        return None
     if hasattr(t, "__fluxjax_key__") or t.__module__.partition(".")[0] in ("fluxjax", "jax", "optax", "numpy"):
-        return False
-    return any(_holds_param(e, 2) for e in d.values())
+        return None
+    return d
+
+
+def plain_with_parameters(v) -> bool:
+    """A plain object (`_user_fields`) with a float array or a layer among its fields (or in a
+    list/tuple/dict field). Flux walks any struct; fluxjax walks layers only, so such an object is
+    refused where it would silently get no gradient."""
+    d = _user_fields(v)
+    return d is not None and any(_holds_param(e, 2) for e in d.values())
 
 
 def plain_with_numbers(v) -> list[str]:
-    """The fields of a plain object (as `plain_with_parameters`'s) that hold a Python float or complex
-    number (not a bool or int: sizes and counts), which Zygote would differentiate as a struct's fields."""
-    d = getattr(v, "__dict__", None)
-    t = type(v)
-    if type(d) is not dict or isinstance(v, (type, types.ModuleType, types.FunctionType, types.MethodType)):
-        return []
-    if hasattr(t, "__fluxjax_key__") or t.__module__.partition(".")[0] in ("fluxjax", "jax", "optax", "numpy"):
-        return []
-    return [k for k, e in d.items() if isinstance(e, (float, complex, np.floating, np.complexfloating))]
+    """The fields of a plain object (`_user_fields`) that hold a Python float or complex number (not a
+    bool or int: sizes and counts), which Zygote would differentiate as a struct's fields."""
+    d = _user_fields(v)
+    return [] if d is None else [k for k, e in d.items() if isinstance(e, (float, complex, np.floating, np.complexfloating))]
 
 
 def find_plain(v, pytrees: bool = False) -> Any:

@@ -377,15 +377,20 @@ def checked_notes(noted: list) -> Checked:
 
 def region_key():
     """For a draw from the global key in the innermost region: a key from the `rng` it was given
-    (`functional`'s `apply(..., rng=key)`), `False` in `apply` without one, else None (the global key,
-    through the state thread)."""
+    (`functional`'s `apply(..., rng=key)`), else None (the global key, through the state thread). In
+    `apply` without `rng` such a draw raises: `apply` is pure, and the global key is not among its inputs."""
     stack = _stack()
     if not stack:
         return None
     r = stack[-1]
     if r.rng is not None:
         return r.take_key()
-    return False if r.explicit else None
+    if r.explicit:
+        raise ValueError(
+            "functional's apply: a random draw from the global key (dropout(x, p), rrelu, rand_like, a cell "
+            "that draws) inside apply would be the same at every call: apply is pure, and the global key is "
+            "not among its inputs. Pass rng=key to apply, which feeds such draws (a new key each step)")
+    return None
 
 
 random_use_state_thread(current_region, rebind, region_key)

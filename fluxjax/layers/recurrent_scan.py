@@ -43,7 +43,7 @@ from ..core.undo import TRACE_ERRORS
 from ..core.walk import Slot
 from ..errors import DimensionMismatch
 from ..functors import all_layers
-from ..random import default_key, default_rng, draw_key, next_key
+from ..random import default_key, default_rng, draw_key
 from .recurrent_cells import _BUILTIN_CELLS, RNNCell, _as_state, _col
 
 _LIBRARIES = ("fluxjax", "jax", "numpy")
@@ -198,10 +198,8 @@ def _scan_general(cell: Any, x: jax.Array, state: Any) -> tuple[Any, Any]:
             # jax.jit that raises: each call would draw the same)
             key = draw_key(None, f"{type(cell).__name__}'s random draw")
         elif drew[0]:
-            given = region_key()  # in functional's apply: a key from its rng (without one: next_key raises)
-            if given is False:
-                next_key()
-            elif given is not None:
+            given = region_key()  # in functional's apply: a key from its rng (without one: raises)
+            if given is not None:
                 key = given
             threaded = given is None
         (last, key), ys = jax.lax.scan(body, (carry, key), xs)
