@@ -17,14 +17,15 @@ from .options import with_defaults
 _MANY = object()  # an entry whose programs (one per input shapes) return differently structured outputs
 
 
-# zygote's dict type that keeps a dict's key order through jax (`_Ordered`, in the value `withgradient`
-# returns) and its `plain_order`, which gives a result that is not traced any more plain dicts back
+# zygote's dict type that keeps a dict's key order through jax (`_Ordered`), its `plain_order`, which
+# gives a result that is not traced any more plain dicts back, and its `keep_order`, which makes a
+# result's dicts (in tuples, lists, dicts and gradients) `_Ordered`
 _ORDERED: list = []
 
 
-def use_plain_order(dict_type: type, plain_order: Callable[[Any], Any]) -> None:
-    """Called by fluxjax.zygote.plan: results holding `dict_type` pass through `plain_order`."""
-    _ORDERED[:] = [dict_type, plain_order]
+def use_plain_order(dict_type: type, plain_order: Callable[[Any], Any], keep_order: Callable[[Any], Any]) -> None:
+    """Called by fluxjax.zygote.plan: a result's dicts keep their key order (`shared_output`)."""
+    _ORDERED[:] = [dict_type, plain_order, keep_order]
 
 
 class SharedOutput:
@@ -59,7 +60,11 @@ class SharedOutput:
 
 
 def shared_output(result: Any) -> tuple[list, Any]:
-    """`(leaves, treedef)` of a traced result, each value once, its tied layers noted (`SharedOutput`)."""
+    """`(leaves, treedef)` of a traced result, each value once, its tied layers noted (`SharedOutput`),
+    its dicts in their own key order: jax rebuilds a dict with sorted keys, so `{"loss": l, "acc": a}`
+    would come back as `acc, loss` (`.values()` swapped), a gradient's dict as the sorted names."""
+    if _ORDERED:
+        result = _ORDERED[2](result)
     leaves, treedef = jax.tree_util.tree_flatten(result)
     at: dict[int, int] = {}
     where = tuple(at.setdefault(id(x), len(at)) for x in leaves)

@@ -57,7 +57,6 @@ from ..core.walk import walk
 from ..random import default_rng
 from ..zygote import api
 from ..zygote.implicit import Grads, Params
-from ..zygote.plan import keep_order
 from ..zygote.tangent import Tangent, make_tangent
 from . import tree
 from .implicit import _implicit_holder, implicit_update_
@@ -127,8 +126,7 @@ def _fused(name: str) -> Callable:
         def fused(f: Callable, model: Any, opt_state: Any) -> tuple:
             out = call(f, model)
             g = _grad_of(name, out)
-            # (the gradient's dicts in the model's key order: a named Chain's `layers`, see `api._in_order`)
-            return keep_order(out), _held_back([model, opt_state], lambda: update_(opt_state, model, g))
+            return out, _held_back([model, opt_state], lambda: update_(opt_state, model, g))
 
     return _fluxjax_jit(fused, read_arrays=True)
 

@@ -26,7 +26,7 @@ from .adtypes import ADType, AutoFiniteDifferences
 from .closure import _check_leaks, _snapshot
 from .implicit import Grads, Params
 from .intargs import IntsUndecided, _vjp, traced_with
-from .plan import WithGradient, _check_scalar, _grads, _plan, _used_inputs, keep_order, plain_order, zygote_cotangents, zygote_seed
+from .plan import WithGradient, _check_scalar, _grads, _plan, _used_inputs, plain_order, zygote_cotangents, zygote_seed
 
 # ---------------------------------------------------------------------------------------------
 # The eager entry points as cached compiled programs.
@@ -100,21 +100,12 @@ def _number_or_tracer(v: Any) -> bool:
     return any(isinstance(e, _NUMBER_OR_TRACER) for e in jax.tree_util.tree_leaves(v))
 
 
-def _in_order(eager: Callable) -> Callable:
-    """`eager` whose result keeps its dicts' key order through the program (`keep_order`; JAX would sort
-    them: the gradient of `{"b": .., "a": ..}` or of `Chain(enc=.., dec=..)` came back as `a, b` and
-    `dec, enc`, and zipping it with the model paired a layer with another's gradient)."""
-    def ordered(f, *args):
-        return keep_order(eager(f, *args))
-    return ordered
-
-
 def _run_compiled(name: str, eager: Callable, f: Callable, args: tuple) -> Any:
     """`eager(f, *args)` as a cached `fluxjax.jit` program, falling back to the op-by-op call."""
     with _lock:
         prog = _compiled.get(name)
         if prog is None:
-            prog = _compiled[name] = _fluxjax_jit(_in_order(eager), read_arrays=True)
+            prog = _compiled[name] = _fluxjax_jit(eager, read_arrays=True)
     try:
         with tracing_eager_call():
             out = prog(f, *args)

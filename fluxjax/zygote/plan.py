@@ -480,4 +480,4 @@ def plain_order(v):
     return _map_containers(v, dict)
 
 
-use_plain_order(_Ordered, plain_order)  # a `fluxjax.jit` result gives them back as plain dicts
+use_plain_order(_Ordered, plain_order, keep_order)  # a `fluxjax.jit` result keeps its dicts in order

@@ -192,3 +192,25 @@ def test_withgradient_values_come_back_as_plain_dicts_in_their_order():
     np.testing.assert_allclose(val["z"], jnp.sum(m(x)), rtol=1e-6)
     outer = Flux.jit(lambda m, x: list(step(m, x)[0].values()))  # inside another trace: still in order
     np.testing.assert_allclose(outer(m, x), [jnp.sum(m(x)), jnp.mean(m(x))], rtol=1e-6)
+
+
+def test_a_result_keeps_its_dicts_key_order_as_the_eager_call():
+    """jax rebuilds a dict with sorted keys: `fluxjax.jit` of `lambda ..: {"loss": l, "acc": a}` returned
+    `acc, loss`, so `loss, acc = out.values()` swapped them (a gradient's dict likewise). The compiled
+    call gives each dict in the order the eager call made it, at the first call and the warm ones."""
+    d = {"b": jnp.array([1.0, 2.0]), "a": jnp.array([3.0])}
+
+    def f(d):
+        inner = {"z": d["a"] * 2, "y": (d["b"], {"q": d["a"], "p": 1.0})}
+        return {"loss": jnp.sum(d["b"]), "acc": d["a"][0], "nested": inner}, [{"k2": d["b"], "k1": 0}]
+
+    want = f(d)
+    jf = Flux.jit(f)
+    for _ in range(3):
+        got = jf(d)
+        assert list(got[0]) == ["loss", "acc", "nested"] and list(got[0]["nested"]) == ["z", "y"]
+        assert list(got[0]["nested"]["y"][1]) == ["q", "p"] and list(got[1][0]) == ["k2", "k1"]
+        assert type(got[0]) is dict and type(got[0]["nested"]["y"][1]) is dict
+        loss, acc, _ = got[0].values()
+        np.testing.assert_allclose(loss, want[0]["loss"])
+        np.testing.assert_allclose(acc, want[0]["acc"])
